@@ -1,0 +1,418 @@
+"""Per-trace buffers of the live processor: bounded, thread-safe, with late-span tombstones.
+
+The application thread calls ``on_start`` / ``on_end`` from inside ``span.end()``. They do dict
+lookups and appends on the span's trace state; the lock covers only creating, evicting and
+removing trace states (single dict and list operations are atomic under the GIL). All decoding,
+run building and grading happen later, on the grading thread, from a ``RunJob``.
+
+Run roots are decided as spans end (SEMANTICS 1):
+- an agent span with an agent ancestor is nested (merged into the outer run);
+- an agent span under an open framework span whose kind is not known yet (OpenInference sets
+  every attribute when a span ends) waits, held, until that ancestor ends and shows its kind;
+- any other agent span is a run root, graded as soon as it ends;
+- a local root is a run when ``RunPolicy.local_root_is_run`` says so.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._compat import record_from_span
+from .config import LimitsConfig
+from .conventions import (
+    MARKER_KEYS,
+    TOOL_CONVENTIONS,
+    is_framework_span,
+    is_model_span,
+    tool_name_of,
+)
+from .model import SpanRecord
+from .trajectory import RunPolicy
+
+__all__ = ["TraceBuffers", "TraceState", "RunJob"]
+
+_VALUE_KEYS = tuple({k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)})
+
+
+class TraceState:
+    """What is kept of one trace while it is open. Plain attributes, no methods on the hot path."""
+
+    __slots__ = ("trace_id", "parents", "open", "records", "created", "tool_calls", "bytes",
+                 "open_roots", "had_runs", "graded", "waiting", "dropped", "closed")
+
+    def __init__(self, trace_id: int, now: float) -> None:
+        self.trace_id = trace_id
+        self.parents: dict[int, int] = {}      # span id -> local parent id (0: local root)
+        self.open: dict[int, Any] = {}         # span id -> live span, until it ends
+        self.records: list[Any] = []           # ended tool / model / agent spans
+        self.created = now
+        self.tool_calls = 0
+        self.bytes = 0
+        self.open_roots = 0
+        self.had_runs = False
+        self.graded: set[int] = set()          # run roots already handed to the grader
+        self.waiting: dict[int, list[Any]] = {}  # undecided ancestor id -> held agent spans
+        self.dropped: set[str] = set()         # reasons already counted for this trace
+        self.closed = False
+
+
+@dataclass(slots=True)
+class RunJob:
+    """A run root that ended, with the trace state its calls are read from."""
+
+    trace: TraceState
+    root: Any                     # the ended ReadableSpan of the run root
+    outermost: bool = True        # its records may be released once graded
+    closes_trace: bool = False
+
+
+@dataclass(slots=True)
+class EndOutcome:
+    """What the processor does after ``on_end``: hold the span, grade runs, release spans."""
+
+    hold: bool = False
+    jobs: list[RunJob] = field(default_factory=list)
+    release: list[Any] = field(default_factory=list)
+
+
+_NOTHING = EndOutcome()
+
+
+class TraceBuffers:
+    """All open traces of one processor."""
+
+    def __init__(self, policy: RunPolicy, limits: LimitsConfig,
+                 on_drop: Callable[[str, int], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy
+        self.limits = limits
+        self._on_drop = on_drop
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._traces: dict[int, TraceState] = {}
+        self._tombstones: dict[int, float] = {}   # trace id -> expiry (insertion ordered)
+        self.counts: Counter[str] = Counter()
+        self.evicted_spans: list[Any] = []        # held spans of evicted traces
+
+    # -- bookkeeping -------------------------------------------------------------------------
+
+    def _drop(self, reason: str, n: int = 1, trace: TraceState | None = None) -> None:
+        if trace is not None:
+            if reason in trace.dropped:
+                return
+            trace.dropped.add(reason)
+        self.counts["dropped." + reason] += n
+        if self._on_drop is not None:
+            self._on_drop(reason, n)
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def open_traces(self) -> list[TraceState]:
+        with self._lock:
+            return list(self._traces.values())
+
+    def _new_trace(self, trace_id: int, local_root: bool) -> TraceState | None:
+        released: list[TraceState] = []
+        with self._lock:
+            state = self._traces.get(trace_id)
+            if state is not None:
+                return state
+            if not local_root and trace_id in self._tombstones:
+                return None   # a late child of a finished trace, not a new run
+            self._tombstones.pop(trace_id, None)
+            while len(self._traces) >= self.limits.max_open_runs:
+                oldest = next(iter(self._traces))
+                released.append(self._traces.pop(oldest))
+            state = TraceState(trace_id, self._clock())
+            self._traces[trace_id] = state
+        for old in released:
+            self._evicted(old, "max_open_runs")
+        return state
+
+    def _evicted(self, state: TraceState, reason: str) -> None:
+        state.closed = True
+        self._drop(reason)
+        self.evicted_spans.extend(s for held in state.waiting.values() for s in held)
+        state.waiting.clear()
+
+    def take_evicted(self) -> list[Any]:
+        """Held spans of evicted traces, to be forwarded ungraded by the processor."""
+        out, self.evicted_spans[:] = list(self.evicted_spans), []
+        return out
+
+    def _close(self, state: TraceState) -> None:
+        with self._lock:
+            if self._traces.get(state.trace_id) is state:
+                del self._traces[state.trace_id]
+            state.closed = True
+            if self.limits.tombstone_seconds > 0:
+                self._tombstones[state.trace_id] = self._clock() + self.limits.tombstone_seconds
+                if len(self._tombstones) > self.limits.max_open_runs:
+                    self._tombstones.pop(next(iter(self._tombstones)))
+
+    def sweep(self) -> None:
+        """Evict traces past their TTL and forget expired tombstones (grading thread)."""
+        now = self._clock()
+        expired: list[TraceState] = []
+        with self._lock:
+            ttl = self.limits.run_ttl_seconds
+            for tid, state in list(self._traces.items()):
+                if now - state.created > ttl:
+                    expired.append(self._traces.pop(tid))
+            for tid, expiry in list(self._tombstones.items()):
+                if expiry > now:
+                    break
+                del self._tombstones[tid]
+        for state in expired:
+            self._evicted(state, "ttl")
+
+    def clear(self, reason: str | None = None) -> list[Any]:
+        """Forget every open trace (shutdown, fork); returns the spans that were held."""
+        with self._lock:
+            states = list(self._traces.values())
+            self._traces.clear()
+            self._tombstones.clear()
+        held = []
+        for state in states:
+            if reason is not None:
+                self._drop(reason)
+            held.extend(s for spans in state.waiting.values() for s in spans)
+            state.waiting.clear()
+            state.closed = True
+        return held
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._traces = {}
+        self._tombstones = {}
+        self.evicted_spans = []
+
+    # -- hot path ----------------------------------------------------------------------------
+
+    def on_start(self, span: Any) -> None:
+        ctx = span.context
+        parent = span.parent
+        local_root = parent is None or parent.is_remote
+        state = self._traces.get(ctx.trace_id)
+        if state is None:
+            state = self._new_trace(ctx.trace_id, local_root)
+            if state is None:
+                return
+        if len(state.parents) >= self.limits.max_spans_per_trace:
+            self._drop("max_spans_per_trace", trace=state)
+            return
+        state.parents[ctx.span_id] = 0 if local_root else parent.span_id
+        state.open[ctx.span_id] = span
+        if local_root:
+            state.open_roots += 1
+
+    def on_end(self, span: Any) -> EndOutcome:
+        ctx = span.context
+        state = self._traces.get(ctx.trace_id)
+        attrs = span.attributes
+        if state is None or ctx.span_id not in state.parents:
+            if state is None and ctx.trace_id in self._tombstones and tool_name_of(attrs):
+                self.counts["late_spans"] += 1
+                self._drop("late_span")
+            return _NOTHING
+        sid = ctx.span_id
+        state.open.pop(sid, None)
+        parent = span.parent
+        local_root = parent is None or parent.is_remote
+        policy = self.policy
+        tool = tool_name_of(attrs)
+        agent = policy.is_agent(attrs, span.name)
+        if tool is not None:
+            if state.graded and self._under(state, sid, state.graded):
+                self.counts["late_spans"] += 1
+                self._drop("late_span")
+            elif state.tool_calls >= self.limits.max_calls_per_run:
+                self._drop("max_calls_per_run", trace=state)
+            else:
+                state.tool_calls += 1
+                state.records.append(self._bounded(state, span))
+        elif agent or is_model_span(attrs):
+            state.records.append(span)
+        if not (agent or local_root or state.waiting):
+            return _NOTHING
+        return self._decide(state, span, sid, agent, local_root)
+
+    def _bounded(self, state: TraceState, span: Any) -> Any:
+        attrs = span.attributes
+        size = 0
+        for key in _VALUE_KEYS:
+            value = attrs.get(key)
+            if isinstance(value, str):
+                size += len(value)
+        state.bytes += size
+        if state.bytes <= self.limits.max_run_bytes:
+            return span
+        # Over budget: keep the call, drop its argument and result values.
+        state.bytes -= size
+        self._drop("max_run_bytes", trace=state)
+        record = record_from_span(span)
+        kept = {k: v for k, v in attrs.items() if k not in _VALUE_KEYS}
+        return SpanRecord(record.trace_id, record.span_id, record.parent_id, record.name,
+                          record.start_ns, record.end_ns, kept, record.error,
+                          record.parent_remote, record.scope)
+
+    # -- run decisions (run only when an agent span or a local root ends) ---------------------
+
+    def _decide(self, state: TraceState, span: Any, sid: int, agent: bool,
+                local_root: bool) -> EndOutcome:
+        out = EndOutcome()
+        waiting = state.waiting.pop(sid, None)
+        if waiting:
+            for held in waiting:
+                self._resolve(state, held, span, local_root, out)
+        if not (local_root or agent):
+            return out
+        if local_root:
+            self._end_local_root(state, span, agent, out)
+        else:
+            self._place(state, span, state.parents.get(sid, 0), out)
+        # The span itself is held (graded, or waiting for an ancestor) unless released now.
+        for i, released in enumerate(out.release):
+            if released is span:
+                del out.release[i]
+                return out
+        out.hold = True
+        return out
+
+    def _resolve(self, state: TraceState, held: Any, ancestor: Any, ancestor_is_root: bool,
+                 out: EndOutcome) -> None:
+        """A held agent span learns the kind of the ancestor it waited on."""
+        attrs = ancestor.attributes
+        if self.policy.is_agent(attrs, ancestor.name) or (
+            ancestor_is_root and self.policy.root == "auto"
+            and is_framework_span(attrs, _scope(ancestor))
+        ):
+            self._nested(state, held, out)
+        else:
+            self._place(state, held, state.parents.get(ancestor.context.span_id, 0), out)
+
+    def _place(self, state: TraceState, span: Any, parent_id: int, out: EndOutcome) -> None:
+        """Walk up from an ended agent span: nested, waiting, or a run root of its own."""
+        policy = self.policy
+        pid = parent_id
+        while pid:
+            ancestor = state.open.get(pid)
+            if ancestor is None:
+                break       # the chain leaves what we saw start: treat as the top
+            attrs = ancestor.attributes
+            if policy.is_agent(attrs, ancestor.name):
+                self._nested(state, span, out)
+                return
+            is_root = state.parents.get(pid, 0) == 0
+            if not any(k in attrs for k in MARKER_KEYS) and (
+                is_framework_span(attrs, _scope(ancestor))
+            ):
+                # Kind not known yet: hold the span until this ancestor ends.
+                state.waiting.setdefault(pid, []).append(span)
+                return
+            if is_root and policy.root == "auto" and is_framework_span(attrs, _scope(ancestor)):
+                self._nested(state, span, out)
+                return
+            pid = state.parents.get(pid, 0)
+        if policy.root == "local_root":
+            out.release.append(span)
+            return
+        self._run(state, span, outermost=True, out=out)
+
+    def _nested(self, state: TraceState, span: Any, out: EndOutcome) -> None:
+        if self.policy.nested_agents == "separate":
+            self._run(state, span, outermost=False, out=out)
+        else:
+            out.release.append(span)
+
+    def _run(self, state: TraceState, span: Any, *, outermost: bool, out: EndOutcome) -> None:
+        state.had_runs = True
+        sid = span.context.span_id
+        if outermost:
+            state.graded.add(sid)
+        out.jobs.append(RunJob(state, span, outermost=outermost))
+
+    def _end_local_root(self, state: TraceState, span: Any, agent: bool,
+                        out: EndOutcome) -> None:
+        state.open_roots -= 1
+        record = record_from_span(span)
+        if agent and self.policy.root != "local_root":
+            self._run(state, span, outermost=True, out=out)
+        elif self.policy.local_root_is_run(record, had_agent_runs=state.had_runs,
+                                           has_tool_calls=state.tool_calls > 0):
+            self._run(state, span, outermost=True, out=out)
+        else:
+            out.release.append(span)
+        if state.open_roots <= 0:
+            if out.jobs:
+                out.jobs[-1].closes_trace = True
+            self._close(state)
+
+    # -- grading-thread side -----------------------------------------------------------------
+
+    @staticmethod
+    def _under(state: TraceState, sid: int, roots: set[int]) -> bool:
+        parents = state.parents
+        pid = parents.get(sid, 0)
+        while pid:
+            if pid in roots:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+
+    def members(self, job: RunJob) -> list[SpanRecord]:
+        """The records below a run root: ended relevant spans and still-open tool spans."""
+        state = job.trace
+        root_id = job.root.context.span_id
+        parents = state.parents
+        memo: dict[int, bool] = {root_id: True, 0: False}
+
+        def below(sid: int) -> bool:
+            path = []
+            while sid not in memo:
+                path.append(sid)
+                sid = parents.get(sid, 0)
+            verdict = memo[sid]
+            for p in path:
+                memo[p] = verdict
+            return verdict
+
+        ended = list(state.records)
+        still_open = list(state.open.copy().values())
+        out: list[SpanRecord] = []
+        for item in ended:
+            record = item if isinstance(item, SpanRecord) else record_from_span(item)
+            if record.span_id != root_id and below(record.parent_id):
+                out.append(record)
+        for span in still_open:
+            if tool_name_of(span.attributes or {}) is None:
+                continue
+            record = record_from_span(span)
+            if below(record.parent_id):
+                out.append(record)
+        return out
+
+    def release(self, job: RunJob, members: Iterable[SpanRecord]) -> None:
+        """Free the records of a graded outermost run (late children hit the tombstone)."""
+        if not job.outermost:
+            return
+        gone = {m.span_id for m in members}
+        gone.add(job.root.context.span_id)
+        state = job.trace
+        with self._lock:
+            state.records = [r for r in state.records if _sid(r) not in gone]
+
+
+def _sid(item: Any) -> int:
+    return item.span_id if isinstance(item, SpanRecord) else item.context.span_id
+
+
+def _scope(span: Any) -> str:
+    scope = getattr(span, "instrumentation_scope", None)
+    return scope.name if scope is not None else ""

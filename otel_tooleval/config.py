@@ -1,0 +1,286 @@
+"""The configuration file: pydantic models at the edge, ``load_config`` and ``ConfigError``.
+
+Grader entries are resolved through the registry by their ``type`` (or letta's ``kind``); every
+problem in the whole file is collected and reported at once, each with its location, e.g.
+``graders[2].config.required[0].at_step: ...``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from .graders import REGISTRY
+from .graders.registry import ConfigProblems, Grader, Problem, problems_from_validation
+from .trajectory import RunPolicy
+
+__all__ = [
+    "ConfigError",
+    "ConfiguredGrader",
+    "EmitConfig",
+    "LimitsConfig",
+    "RunsConfig",
+    "ToolEvalConfig",
+    "load_config",
+]
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; ``problems`` lists every problem found."""
+
+    def __init__(self, problems: list[Problem], source: str | None = None) -> None:
+        self.problems = problems
+        self.source = source
+        head = f"invalid otel-tooleval config{f' ({source})' if source else ''}"
+        lines = [p.render() for p in problems]
+        super().__init__(head + ":\n  " + "\n  ".join(lines) if len(lines) > 1
+                         else f"{head}: {lines[0] if lines else 'unknown problem'}")
+
+
+def _check_patterns(values: list[str]) -> list[str]:
+    for i, value in enumerate(values):
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"[{i}] invalid regular expression {value!r}: {exc}") from None
+    return values
+
+
+class RunsConfig(BaseModel):
+    """How runs are cut out of traces and which runs are graded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    root: str = Field(default="auto", description="auto, local_root, agent, or a span-name regex")
+    agents: list[str] | None = Field(default=None, description="grade only runs of these agents")
+    nested_agents: Literal["merge", "separate"] = "merge"
+    agent_span_names: list[str] = Field(default_factory=list)
+    ignore_tools: list[str] = Field(default_factory=list)
+    server_attributes: list[str] = Field(
+        default_factory=lambda: ["mcp.server.name", "gen_ai.tool.server.name", "server.address"])
+    ground_truth_attribute: str = "tooleval.ground_truth"
+
+    @field_validator("agent_span_names", "ignore_tools")
+    @classmethod
+    def _patterns(cls, value: list[str]) -> list[str]:
+        return _check_patterns(value)
+
+    @field_validator("root")
+    @classmethod
+    def _root(cls, value: str) -> str:
+        if value not in ("auto", "local_root", "agent"):
+            _check_patterns([value])
+        return value
+
+
+class LimitsConfig(BaseModel):
+    """Memory and queue bounds of the live processor. Every drop is counted."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    max_open_runs: int = Field(default=10_000, ge=1, description="open traces tracked at once")
+    max_calls_per_run: int = Field(default=10_000, ge=1)
+    max_spans_per_trace: int = Field(default=100_000, ge=1)
+    max_run_bytes: int = Field(default=16 * 1024 * 1024, ge=0,
+                               description="argument and result bytes kept per run")
+    run_ttl_seconds: float = Field(default=600.0, gt=0)
+    tombstone_seconds: float = Field(default=60.0, ge=0)
+    queue_size: int = Field(default=1024, ge=1, description="runs waiting to be graded")
+    export_timeout_seconds: float = Field(default=30.0, gt=0)
+
+
+class EmitConfig(BaseModel):
+    """Which channels carry the verdicts."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    span_events: bool = True
+    root_attributes: bool = True
+    log_events: bool = True
+    metrics: bool = True
+    include_values: bool = False
+
+
+class _TopLevel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    graders: list[Any] = Field(default_factory=list)
+    runs: RunsConfig = Field(default_factory=RunsConfig)
+    limits: LimitsConfig = Field(default_factory=LimitsConfig)
+    emit: EmitConfig = Field(default_factory=EmitConfig)
+
+
+@dataclass(frozen=True, slots=True)
+class ConfiguredGrader:
+    """A grader with the keys every entry may carry: ``name`` and ``agents``."""
+
+    name: str
+    type: str
+    agents: frozenset[str] | None
+    grader: Grader
+
+    def applies_to(self, agent: str | None) -> bool:
+        return self.agents is None or agent in self.agents
+
+
+@dataclass(frozen=True, slots=True)
+class ToolEvalConfig:
+    """A loaded, validated configuration."""
+
+    graders: tuple[ConfiguredGrader, ...]
+    runs: RunsConfig
+    limits: LimitsConfig
+    emit: EmitConfig
+    policy: RunPolicy
+    source: str | None = None
+
+
+_SHARED_KEYS = ("name", "agents", "type", "kind")
+
+
+def _build_grader(index: int, entry: Any, names: dict[str, int],
+                  include_values: bool) -> tuple[ConfiguredGrader | None, list[Problem]]:
+    loc: tuple[str | int, ...] = ("graders", index)
+    if isinstance(entry, str):
+        entry = {"type": entry}
+    if not isinstance(entry, Mapping):
+        return None, [Problem(loc, f"a grader entry must be a mapping, got {type(entry).__name__}")]
+    type_key = "type" if "type" in entry else "kind" if "kind" in entry else None
+    if type_key is None:
+        return None, [Problem(loc, "missing 'type' (or 'kind'): which grader is this?")]
+    type_id = entry[type_key]
+    family = REGISTRY.get(type_id) if isinstance(type_id, str) else None
+    if family is None:
+        known = ", ".join(sorted(REGISTRY))
+        return None, [Problem(loc + (type_key,), f"unknown grader type {type_id!r} (known: {known})")]
+    problems: list[Problem] = []
+    name = entry.get("name")
+    if name is None:
+        name = family.type
+        n = 2
+        while name in names:
+            name, n = f"{family.type}-{n}", n + 1
+    elif not isinstance(name, str) or not name:
+        problems.append(Problem(loc + ("name",), "must be a non-empty string"))
+        name = f"{family.type}#{index}"
+    elif name in names:
+        problems.append(Problem(loc + ("name",),
+                                f"duplicate grader name {name!r} (also graders[{names[name]}])"))
+    names[name] = index
+    agents = entry.get("agents")
+    if agents is not None and (not isinstance(agents, list)
+                               or not all(isinstance(a, str) for a in agents)):
+        problems.append(Problem(loc + ("agents",), "must be a list of agent names"))
+        agents = None
+    rest = {k: v for k, v in entry.items() if k not in _SHARED_KEYS}
+    try:
+        grader = family.build(rest, name, include_values)
+    except ConfigProblems as exc:
+        return None, problems + [Problem(loc + p.loc, p.message) for p in exc.problems]
+    except ValidationError as exc:
+        return None, problems + problems_from_validation(exc, loc)
+    if problems:
+        return None, problems
+    return ConfiguredGrader(name, family.type, frozenset(agents) if agents else None,
+                            grader), []
+
+
+def _compile_all(patterns: list[str]) -> tuple[re.Pattern[str], ...]:
+    return tuple(re.compile(p) for p in patterns)
+
+
+def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
+    """Validate a parsed document (the YAML's top-level mapping)."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError([Problem((), f"the config must be a mapping, got {type(data).__name__}")],
+                          source)
+    problems: list[Problem] = []
+    try:
+        top = _TopLevel.model_validate(data)
+    except ValidationError as exc:
+        # Report the other sections' problems too, then the graders' as far as they parse.
+        problems.extend(problems_from_validation(exc))
+        top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
+                                        limits=LimitsConfig(), emit=EmitConfig())
+        if not isinstance(top.graders, list):
+            raise ConfigError(problems, source) from None
+    graders: list[ConfiguredGrader] = []
+    names: dict[str, int] = {}
+    for i, entry in enumerate(top.graders):
+        grader, found = _build_grader(i, entry, names, top.emit.include_values)
+        problems.extend(found)
+        if grader is not None:
+            graders.append(grader)
+    if problems:
+        raise ConfigError(problems, source)
+    runs = top.runs
+    root: str | re.Pattern[str] = runs.root
+    if root not in ("auto", "local_root", "agent"):
+        root = re.compile(runs.root)
+    policy = RunPolicy(
+        root=root,
+        nested_agents=runs.nested_agents,
+        agent_span_names=_compile_all(runs.agent_span_names),
+        ignore_tools=_compile_all(runs.ignore_tools),
+        server_attributes=tuple(runs.server_attributes),
+        max_calls_per_run=top.limits.max_calls_per_run,
+    )
+    return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source)
+
+
+def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None
+                ) -> ToolEvalConfig:
+    """Load a config from a path (YAML or JSON), YAML text, or a mapping.
+
+    ``None`` reads the file named by ``TOOLEVAL_CONFIG``, or gives an empty config.
+
+    Raises:
+        ConfigError: listing every problem with its location.
+    """
+    if isinstance(source, ToolEvalConfig):
+        return source
+    if source is None:
+        env = os.environ.get("TOOLEVAL_CONFIG")
+        return load_config(Path(env)) if env else config_from_mapping({}, None)
+    if isinstance(source, Mapping):
+        return config_from_mapping(source, None)
+    path: Path | None = None
+    if isinstance(source, os.PathLike):
+        path = Path(source)
+    elif "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")):
+        path = Path(source)
+    elif "\n" not in source and Path(source).is_file():
+        path = Path(source)
+    if path is not None:
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError([Problem((), f"cannot read {path}: {exc.strerror or exc}")],
+                              str(path)) from None
+        return config_from_mapping(_parse_text(text, str(path)), str(path))
+    return config_from_mapping(_parse_text(source, None), None)
+
+
+def _parse_text(text: str, source: str | None) -> Any:
+    if source is not None and source.endswith(".json"):
+        try:
+            return json.loads(text)
+        except ValueError as exc:
+            raise ConfigError([Problem((), f"not valid JSON: {exc}")], source) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None

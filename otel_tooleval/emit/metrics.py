@@ -1,0 +1,55 @@
+"""Verdicts and drops as metrics. Attributes never carry trace ids or argument values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from opentelemetry.metrics import MeterProvider, get_meter_provider
+
+from ..model import RunReport
+
+__all__ = ["VerdictMetrics"]
+
+
+class VerdictMetrics:
+    """The instruments named in ARCHITECTURE.md."""
+
+    def __init__(self, meter_provider: MeterProvider | None, version: str) -> None:
+        provider = meter_provider if meter_provider is not None else get_meter_provider()
+        meter = provider.get_meter("otel_tooleval", version)
+        self.score = meter.create_histogram(
+            "gen_ai.evaluation.score", unit="1", description="Score of each grader per agent run")
+        self.runs = meter.create_counter(
+            "tooleval.runs", unit="{run}", description="Agent runs graded")
+        self.dropped = meter.create_counter(
+            "tooleval.runs.dropped", unit="{event}",
+            description="Runs, calls or spans not graded, by reason")
+        self.true_positives = meter.create_counter(
+            "tooleval.tool_selection.true_positives", unit="{call}")
+        self.false_positives = meter.create_counter(
+            "tooleval.tool_selection.false_positives", unit="{call}")
+        self.false_negatives = meter.create_counter(
+            "tooleval.tool_selection.false_negatives", unit="{call}")
+
+    def record(self, report: RunReport) -> None:
+        agent = report.run.agent
+        base: dict[str, Any] = {"gen_ai.agent.name": agent} if agent else {}
+        for result in report.results:
+            self.score.record(result.score, {
+                **base,
+                "gen_ai.evaluation.name": result.name,
+                "gen_ai.evaluation.score.label": result.label,
+            })
+            counts = result.details.get("tool_selection_counts") if result.details else None
+            if isinstance(counts, dict):
+                self._selection(counts, {**base, "gen_ai.evaluation.name": result.name})
+        self.runs.add(1, {**base, "tooleval.passed": report.passed})
+
+    def _selection(self, counts: dict[str, Any], attrs: dict[str, Any]) -> None:
+        """TP/FP/FN of an equal-function-set verdict, for a fleet-wide micro-average."""
+        self.true_positives.add(int(counts.get("tp", 0)), attrs)
+        self.false_positives.add(int(counts.get("fp", 0)), attrs)
+        self.false_negatives.add(int(counts.get("fn", 0)), attrs)
+
+    def drop(self, reason: str, n: int = 1) -> None:
+        self.dropped.add(n, {"reason": reason})

@@ -1,0 +1,127 @@
+"""The registry that grader families plug into, and what every grader shares.
+
+A family is one module: a pydantic params model next to its logic, and one ``register`` call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ValidationError
+
+from ..model import AgentRun, GradeResult
+
+__all__ = [
+    "Grader",
+    "GraderFamily",
+    "GradingConfigError",
+    "Problem",
+    "REGISTRY",
+    "register",
+    "family_for",
+    "problems_from_validation",
+]
+
+Loc = tuple[str | int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One configuration problem: where it is and what is wrong."""
+
+    loc: Loc
+    message: str
+
+    def render(self) -> str:
+        return f"{format_loc(self.loc)}: {self.message}"
+
+
+def format_loc(loc: Loc) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "<config>"
+
+
+class GradingConfigError(Exception):
+    """A configuration problem that only shows when a run is graded (label ``error``)."""
+
+
+@runtime_checkable
+class Grader(Protocol):
+    """A configured grader: one verdict per run."""
+
+    name: str
+    type: str
+
+    def grade(self, run: AgentRun) -> GradeResult: ...
+
+
+@dataclass(frozen=True, slots=True)
+class GraderFamily:
+    """A family of graders: its type ids and how an entry of the config becomes a grader.
+
+    ``build(entry, name, include_values)`` receives the entry without the shared keys
+    (``name``, ``agents``, ``type``/``kind``) and returns a grader; it raises
+    ``pydantic.ValidationError`` or ``ConfigProblems`` for bad entries.
+    """
+
+    type: str
+    aliases: tuple[str, ...]
+    build: Callable[[Mapping[str, Any], str, bool], Grader]
+
+
+class ConfigProblems(Exception):
+    """Raised by a family's ``build`` with problems located relative to the entry."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(p.render() for p in problems))
+        self.problems = problems
+
+
+REGISTRY: dict[str, GraderFamily] = {}
+
+
+def register(family: GraderFamily) -> GraderFamily:
+    for key in (family.type, *family.aliases):
+        REGISTRY[key] = family
+    return family
+
+
+def family_for(type_id: str) -> GraderFamily | None:
+    return REGISTRY.get(type_id)
+
+
+_MESSAGES = {
+    "extra_forbidden": "unknown key",
+    "missing": "required key is missing",
+}
+
+
+def problems_from_validation(err: ValidationError, prefix: Loc = (),
+                             extra_messages: Mapping[str, str] | None = None) -> list[Problem]:
+    """Turn pydantic errors into located problems with messages a person can act on."""
+    problems = []
+    for e in err.errors(include_url=False):
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        message = _MESSAGES.get(e["type"], e["msg"])
+        if e["type"] == "extra_forbidden" and extra_messages and loc:
+            message = extra_messages.get(str(loc[-1]), message)
+        if e["type"] == "value_error" and message.startswith("Value error, "):
+            message = message[len("Value error, "):]
+        problems.append(Problem(prefix + loc, message))
+    return problems
+
+
+def params_of(model: type[BaseModel], data: Any, extra_messages: Mapping[str, str] | None = None,
+              ) -> Any:
+    """Validate ``data`` with ``model``; raise ConfigProblems with entry-relative locations."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as err:
+        raise ConfigProblems(problems_from_validation(err, (), extra_messages)) from None

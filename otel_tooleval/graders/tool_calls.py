@@ -1,0 +1,306 @@
+"""The ``tool-calls`` grader (seeds/tool-calls.txt): required, disallowed and sequence checks.
+
+Each required entry, each disallowed entry and the whole sequence is one check; the grader
+passes when every check holds and scores the fraction that hold.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from ..model import AgentRun, GradeResult, ToolCall
+from .registry import (
+    ConfigProblems,
+    GraderFamily,
+    GradingConfigError,
+    Problem,
+    params_of,
+    register,
+)
+
+__all__ = ["ToolMatch", "ToolCallsParams", "ToolCallsGrader"]
+
+TYPE = "tool-calls"
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+
+
+class _Match(BaseModel):
+    """Fields every entry kind shares. Patterns are compiled when the config loads."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str
+    command: str | None = None
+    path: str | None = None
+    args: dict[str, str] | None = None
+
+    @field_validator("name", "command", "path")
+    @classmethod
+    def _pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            _compile(value)
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _arg_patterns(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        for key, pattern in (value or {}).items():
+            try:
+                _compile(pattern)
+            except ValueError as exc:
+                raise ValueError(f"args.{key}: {exc}") from None
+        return value
+
+
+class SequenceMatch(_Match):
+    """A sequence entry: matched at invocation time, so no result and no positional keys."""
+
+
+class DisallowedMatch(_Match):
+    result: str | None = None
+
+    @field_validator("result")
+    @classmethod
+    def _result_pattern(cls, value: str | None) -> str | None:
+        if value is not None:
+            _compile(value)
+        return value
+
+
+class ToolMatch(DisallowedMatch):
+    """A required entry: every filter, plus count and position constraints."""
+
+    min_count: int = Field(default=1, ge=1)
+    final: bool = False
+    at_step: int | None = Field(default=None, ge=0)
+    before_step: int | None = Field(default=None, ge=1)
+
+    @model_validator(mode="after")
+    def _steps(self) -> ToolMatch:
+        if self.at_step is not None and self.before_step is not None:
+            if self.at_step >= self.before_step:
+                raise ValueError(
+                    f"at_step ({self.at_step}) must be less than before_step "
+                    f"({self.before_step}): no step could satisfy both"
+                )
+        return self
+
+
+def _shorthand(value: Any) -> Any:
+    if isinstance(value, list):
+        return [{"name": v} if isinstance(v, str) else v for v in value]
+    return value
+
+
+class ToolCallsParams(BaseModel):
+    """The ``config:`` block of a tool-calls grader."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    required: list[ToolMatch] | None = None
+    disallowed: list[DisallowedMatch] | None = None
+    sequence: list[SequenceMatch] | None = None
+
+    @field_validator("required", "disallowed", "sequence", mode="before")
+    @classmethod
+    def _strings_are_names(cls, value: Any) -> Any:
+        return _shorthand(value)
+
+    @model_validator(mode="after")
+    def _something(self) -> ToolCallsParams:
+        if not (self.required or self.disallowed or self.sequence):
+            raise ValueError("at least one of required, disallowed or sequence must be given")
+        return self
+
+
+_ROLE_ONLY = {
+    "min_count": "min_count is only allowed on required entries",
+    "final": "final is only allowed on required entries",
+    "at_step": "at_step is only allowed on required entries",
+    "before_step": "before_step is only allowed on required entries",
+    "result": "result is not supported on sequence entries (they match before the result exists)",
+}
+
+
+class _Matcher:
+    """A compiled ToolMatch."""
+
+    __slots__ = ("spec", "label", "name", "command", "path", "args", "result")
+
+    def __init__(self, spec: SequenceMatch | DisallowedMatch | ToolMatch) -> None:
+        self.spec = spec
+        self.name = re.compile(spec.name)
+        self.command = re.compile(spec.command) if spec.command is not None else None
+        self.path = re.compile(spec.path) if spec.path is not None else None
+        self.args = {k: re.compile(v) for k, v in (spec.args or {}).items()}
+        result = getattr(spec, "result", None)
+        self.result = re.compile(result) if result is not None else None
+        filters = [k for k in ("command", "path", "args", "result") if getattr(spec, k, None)]
+        self.label = spec.name + (f" (with {', '.join(filters)})" if filters else "")
+
+    def matches(self, call: ToolCall) -> bool:
+        """Name, argument and result filters; raises GradingConfigError per SEMANTICS 3."""
+        if not self.name.search(call.name):
+            return False
+        for key, pattern in (("command", self.command), ("path", self.path)):
+            if pattern is None:
+                continue
+            value = call.argument(key)
+            if not isinstance(value, str):
+                raise GradingConfigError(
+                    f"matcher {self.spec.name!r} filters on {key!r}, but call #{call.index} "
+                    f"({call.name}) has no string {key!r} argument"
+                )
+            if not pattern.search(value):
+                return False
+        for key, pattern in self.args.items():
+            value = call.argument(key)
+            if not isinstance(value, str) or not pattern.search(value):
+                return False
+        if self.result is not None:
+            text = call.result_text
+            if text is None or not self.result.search(text):
+                return False
+        return True
+
+
+class ToolCallsGrader:
+    """Grades a run against required / disallowed / sequence matchers."""
+
+    type = TYPE
+
+    def __init__(self, name: str, params: ToolCallsParams) -> None:
+        self.name = name
+        self.params = params
+        self.required = [(_Matcher(m), m) for m in params.required or ()]
+        self.disallowed = [_Matcher(m) for m in params.disallowed or ()]
+        self.sequence = [_Matcher(m) for m in params.sequence or ()]
+
+    def grade(self, run: AgentRun) -> GradeResult:
+        try:
+            checks = [self._required(i, m, spec, run) for i, (m, spec) in enumerate(self.required)]
+            checks += [self._disallowed(i, m, run) for i, m in enumerate(self.disallowed)]
+            if self.sequence:
+                checks.append(self._sequence(run))
+        except GradingConfigError as exc:
+            return GradeResult.failure(self.name, TYPE, "ConfigurationError", str(exc))
+        held = sum(1 for c in checks if c["passed"])
+        passed = held == len(checks)
+        failing = [c["message"] for c in checks if not c["passed"]]
+        explanation = (
+            f"All {len(checks)} checks hold." if passed
+            else f"{len(failing)} of {len(checks)} checks failed: " + "; ".join(failing) + "."
+        )
+        return GradeResult(
+            name=self.name,
+            type=TYPE,
+            score=held / len(checks),
+            passed=passed,
+            label="pass" if passed else "fail",
+            explanation=explanation,
+            details={"checks": checks},
+        )
+
+    @staticmethod
+    def _in_steps(call: ToolCall, spec: ToolMatch) -> bool:
+        if spec.at_step is not None and call.step != spec.at_step:
+            return False
+        return spec.before_step is None or call.step < spec.before_step
+
+    def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun) -> dict[str, Any]:
+        hits = [c for c in run.calls if c.completed and self._in_steps(c, spec) and m.matches(c)]
+        last = run.calls[-1] if run.calls else None
+        if spec.final:
+            final_ok = last is not None and any(c is last for c in hits)
+            passed = final_ok and len(hits) >= spec.min_count
+        else:
+            passed = len(hits) >= spec.min_count
+        where = ""
+        if spec.at_step is not None:
+            where += f" in step {spec.at_step}"
+        if spec.before_step is not None:
+            where += f" before step {spec.before_step}"
+        if passed:
+            message = f"required {m.label!r} satisfied by call(s) {_positions(hits)}"
+        elif spec.final and hits:
+            message = (f"required {m.label!r} must be the final call, but the final call is "
+                       f"#{last.index} ({last.name})" if last else "")
+        else:
+            want = f"at least {spec.min_count} completed calls" if spec.min_count > 1 else (
+                "a completed call")
+            message = (f"required {m.label!r} needs {want}{where}"
+                       f"{' as the final call' if spec.final else ''}, found {len(hits)}")
+        return {
+            "check": "required", "index": i, "matcher": spec.name, "passed": passed,
+            "calls": [c.index for c in hits], "count": len(hits), "min_count": spec.min_count,
+            "message": message,
+        }
+
+    def _disallowed(self, i: int, m: _Matcher, run: AgentRun) -> dict[str, Any]:
+        hits = [c for c in run.calls if m.matches(c)]
+        passed = not hits
+        message = (f"disallowed {m.label!r} not called" if passed
+                   else f"disallowed {m.label!r} called at {_positions(hits)}")
+        return {"check": "disallowed", "index": i, "matcher": m.spec.name, "passed": passed,
+                "calls": [c.index for c in hits], "message": message}
+
+    def _sequence(self, run: AgentRun) -> dict[str, Any]:
+        # Greedy earliest matching is optimal for "is an ordered subsequence".
+        matched: list[int] = []
+        pos = 0
+        calls = run.calls
+        for m in self.sequence:
+            while pos < len(calls) and not m.matches(calls[pos]):
+                pos += 1
+            if pos == len(calls):
+                break
+            matched.append(calls[pos].index)
+            pos += 1
+        passed = len(matched) == len(self.sequence)
+        if passed:
+            message = f"sequence satisfied by calls {matched}"
+        else:
+            missing = self.sequence[len(matched)]
+            message = (f"sequence broken at entry {len(matched)} ({missing.label!r}): no "
+                       f"matching call after the {len(matched)} matched so far")
+        return {"check": "sequence", "passed": passed, "calls": matched,
+                "matched_entries": len(matched), "entries": len(self.sequence),
+                "message": message}
+
+
+def _positions(calls: Sequence[ToolCall]) -> str:
+    return ", ".join(f"#{c.index} ({c.name})" for c in calls)
+
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    config: dict[str, Any]
+
+
+def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolCallsGrader:
+    outer = params_of(_Entry, entry)
+    try:
+        params = params_of(ToolCallsParams, outer.config, _ROLE_ONLY)
+    except ConfigProblems as exc:
+        raise ConfigProblems([Problem(("config", *p.loc, *_field_of(p.message)), p.message)
+                              for p in exc.problems]) from None
+    return ToolCallsGrader(name, params)
+
+
+def _field_of(message: str) -> tuple[str, ...]:
+    # Cross-field rules are checked on the whole entry; point at the field they name.
+    return ("at_step",) if message.startswith("at_step (") else ()
+
+
+register(GraderFamily(TYPE, ("tool_calls",), _build))

@@ -1,0 +1,203 @@
+"""Value objects of the grading core: spans in, tool calls, runs and verdicts out.
+
+Everything here is plain data (frozen dataclasses with slots) and imports nothing from the
+OpenTelemetry SDK, so the core can be tested and reused without a TracerProvider.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__all__ = ["SpanRecord", "ToolCall", "AgentRun", "GradeResult", "RunReport", "text_of"]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class SpanRecord:
+    """The parts of one span the core needs, whatever it was read from.
+
+    ``parent_id`` is 0 for a span without a parent; ``parent_remote`` marks a parent in another
+    process. ``end_ns`` is None while the span is still open. ``attributes`` is the span's own
+    mapping (never copied on the hot path).
+    """
+
+    trace_id: int
+    span_id: int
+    parent_id: int
+    name: str
+    start_ns: int
+    end_ns: int | None
+    attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    error: str | None = None
+    parent_remote: bool = False
+    scope: str = ""
+
+    @property
+    def is_local_root(self) -> bool:
+        return self.parent_id == 0 or self.parent_remote
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """One tool invocation of an agent run, in call order.
+
+    ``arguments`` and ``result`` hold parsed JSON where the span held JSON text, else the text.
+    ``has_result`` tells a missing result from a ``None`` result. ``step`` is the 0-based agent
+    turn (model response) the call was issued in. A call is ``pending`` when its span had not
+    ended when the run's root ended.
+    """
+
+    name: str
+    index: int
+    arguments: Any = None
+    result: Any = None
+    has_result: bool = False
+    call_id: str | None = None
+    span_id: int = 0
+    start_ns: int = 0
+    end_ns: int | None = None
+    step: int = 0
+    pending: bool = False
+    error: str | None = None
+    server: str | None = None
+
+    @property
+    def completed(self) -> bool:
+        return not self.pending
+
+    @property
+    def duration_ms(self) -> float | None:
+        if self.pending or self.end_ns is None:
+            return None
+        return (self.end_ns - self.start_ns) / 1e6
+
+    def argument(self, key: str) -> Any:
+        """The named argument, or None when the arguments are not an object or lack it."""
+        if isinstance(self.arguments, Mapping):
+            return self.arguments.get(key)
+        return None
+
+    @property
+    def result_text(self) -> str | None:
+        """The result as text: a string as is, anything else as compact JSON."""
+        if not self.has_result:
+            return None
+        return text_of(self.result)
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """One agent run: a root span and the tool calls below it, ordered by start time."""
+
+    trace_id: int
+    root_span_id: int
+    agent: str | None
+    calls: tuple[ToolCall, ...]
+    root_name: str = ""
+    start_ns: int = 0
+    end_ns: int | None = None
+    pending_calls: int = 0
+    late_spans: int = 0
+    dropped_calls: int = 0
+    steps: int = 1
+    final_output: str | None = None
+    assistant_texts: tuple[str, ...] = ()
+    root_attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+    @property
+    def trace_id_hex(self) -> str:
+        return format(self.trace_id, "032x")
+
+    @property
+    def root_span_id_hex(self) -> str:
+        return format(self.root_span_id, "016x")
+
+
+@dataclass(frozen=True, slots=True)
+class GradeResult:
+    """One grader's verdict on one run."""
+
+    name: str
+    type: str
+    score: float
+    passed: bool
+    label: str
+    explanation: str
+    details: Mapping[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @classmethod
+    def failure(cls, name: str, type_: str, error: str, explanation: str) -> GradeResult:
+        """The result of a grader that raised or met a grading-time configuration problem."""
+        return cls(name, type_, 0.0, False, "error", explanation, {}, error)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "type": self.type,
+            "score": self.score,
+            "passed": self.passed,
+            "label": self.label,
+            "explanation": self.explanation,
+            "details": _jsonable(self.details),
+            "error": self.error,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """A run and its verdicts."""
+
+    run: AgentRun
+    results: tuple[GradeResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(r.passed for r in self.results)
+
+    @property
+    def score(self) -> float:
+        """Mean of the graders' scores (1.0 when no grader applied)."""
+        if not self.results:
+            return 1.0
+        return math.fsum(r.score for r in self.results) / len(self.results)
+
+    @property
+    def failed(self) -> tuple[str, ...]:
+        return tuple(r.name for r in self.results if not r.passed)
+
+    def to_dict(self) -> dict[str, Any]:
+        run = self.run
+        return {
+            "trace_id": run.trace_id_hex,
+            "root_span_id": run.root_span_id_hex,
+            "agent": run.agent,
+            "tool_calls": len(run.calls),
+            "pending_calls": run.pending_calls,
+            "late_spans": run.late_spans,
+            "passed": self.passed,
+            "results": [r.to_dict() for r in self.results],
+        }
+
+
+def text_of(value: Any) -> str:
+    """A value as text: a string as is, anything else as compact JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,304 @@
+"""``ToolEvalSpanProcessor``: live grading inside the instrumented agent.
+
+It wraps the exporting processor. Non-root spans pass straight through; a run root is held,
+graded on the grading thread, and forwarded as a copy that carries the verdicts. The
+application never sees an exception from here, never waits on a grader, and memory stays
+within the configured limits (every drop is counted in ``tooleval.runs.dropped``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry.context import Context
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+
+from . import __version__
+from ._compat import copy_with, detach, record_from_span, suppress_instrumentation
+from .assembly import RunJob, TraceBuffers
+from .config import ToolEvalConfig, load_config
+from .emit import LogEvents, VerdictMetrics, root_attributes, span_events
+from .grading import grade_run
+from .model import RunReport
+from .trajectory import build_run
+
+__all__ = ["ToolEvalSpanProcessor"]
+
+_log = logging.getLogger(__name__)
+_STOP = object()
+_SWEEP_SECONDS = 1.0
+
+
+class ToolEvalSpanProcessor(SpanProcessor):
+    """Grades agent runs as their root spans end and forwards the verdicts with the trace.
+
+    Args:
+        config: a ``ToolEvalConfig``, a path, YAML text or a mapping (see ``load_config``).
+        downstream: the processor that exports, e.g. ``BatchSpanProcessor(OTLPSpanExporter())``.
+            Every hook is forwarded to it; the roots of graded runs reach it as copies.
+        meter_provider: where the metrics go (default: the global one).
+        logger_provider: where the log-based events go (default: the global one).
+        on_report: called on the grading thread with each ``RunReport`` (errors are logged).
+    """
+
+    def __init__(self, config: Any = None, downstream: SpanProcessor | None = None, *,
+                 meter_provider: Any = None, logger_provider: Any = None,
+                 on_report: Callable[[RunReport], None] | None = None) -> None:
+        self.config: ToolEvalConfig = load_config(config)
+        self.downstream = downstream
+        self._on_report = on_report
+        emit = self.config.emit
+        self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
+        self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
+        self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
+        self._shutdown = False
+        self._reported: set[str] = set()
+        self.graded: Counter[str] = Counter()
+        self._init_worker_state()
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork_in_child)
+            os.register_at_fork(after_in_child=lambda: (m := ref()) and m())
+
+    # -- worker lifecycle ----------------------------------------------------------------------
+
+    def _init_worker_state(self) -> None:
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.config.limits.queue_size)
+        self._idle = threading.Condition(threading.Lock())
+        self._inflight = 0
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+        self._pid = os.getpid()
+
+    def _after_fork_in_child(self) -> None:
+        # The child starts clean: no open runs, no thread; the parent keeps its own.
+        self._buffers.reset_after_fork()
+        self._init_worker_state()
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None:
+            return
+        with self._worker_lock:
+            if self._worker is None:
+                worker = threading.Thread(target=self._work, name="otel-tooleval-grader",
+                                          daemon=True)
+                worker.start()
+                self._worker = worker
+
+    # -- SpanProcessor hooks (application thread) ------------------------------------------------
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        if not self._shutdown:
+            try:
+                self._buffers.on_start(span)
+            except Exception:
+                self._report("on_start")
+        if self.downstream is not None:
+            try:
+                self.downstream.on_start(span, parent_context=parent_context)
+            except Exception:
+                self._report("downstream.on_start")
+
+    def _on_ending(self, span: Span) -> None:
+        hook = getattr(self.downstream, "_on_ending", None)
+        if hook is not None:
+            try:
+                hook(span)
+            except Exception:
+                self._report("downstream._on_ending")
+
+    def on_end(self, span: ReadableSpan) -> None:
+        hold = False
+        if not self._shutdown:
+            try:
+                outcome = self._buffers.on_end(span)
+                hold = outcome.hold
+                for job in outcome.jobs:
+                    self._submit(job)
+                for released in outcome.release:
+                    self._forward(released)
+            except Exception:
+                self._report("on_end")
+        if not hold:
+            self._forward(span)
+
+    def _forward(self, span: ReadableSpan) -> None:
+        if self.downstream is None:
+            return
+        try:
+            self.downstream.on_end(span)
+        except Exception:
+            self._report("downstream.on_end")
+
+    def _submit(self, job: RunJob) -> None:
+        with self._idle:
+            self._inflight += 1
+        try:
+            self._ensure_worker()
+            self._queue.put_nowait(job)
+        except queue.Full:
+            self._done()
+            self._buffers.counts["dropped.queue_full"] += 1
+            self._count_drop("queue_full", 1)
+            self._forward(job.root)
+
+    # -- grading thread ----------------------------------------------------------------------
+
+    def _work(self) -> None:
+        next_sweep = time.monotonic() + _SWEEP_SECONDS
+        while True:
+            try:
+                job = self._queue.get(timeout=_SWEEP_SECONDS)
+            except queue.Empty:
+                job = None
+            if job is _STOP:
+                return
+            if job is not None:
+                try:
+                    self._grade_and_forward(job)
+                except Exception:
+                    self._report("grading")
+                    self._forward(job.root)
+                finally:
+                    self._done()
+            if time.monotonic() >= next_sweep:
+                next_sweep = time.monotonic() + _SWEEP_SECONDS
+                self._sweep()
+
+    def _sweep(self) -> None:
+        try:
+            self._buffers.sweep()
+            for span in self._buffers.take_evicted():
+                self._forward(span)
+        except Exception:
+            self._report("sweep")
+
+    def _done(self) -> None:
+        with self._idle:
+            self._inflight -= 1
+            if self._inflight <= 0:
+                self._idle.notify_all()
+
+    def _grade_and_forward(self, job: RunJob) -> None:
+        token = suppress_instrumentation()
+        try:
+            members = self._buffers.members(job)
+            root = job.root
+            run = build_run(record_from_span(root), members, self.config.policy)
+            report = grade_run(run, self.config)
+            self._buffers.release(job, members)
+        finally:
+            detach(token)
+        if report is None:
+            self._forward(root)
+            return
+        self.graded["runs"] += 1
+        self._forward(self._annotated(root, report))
+        self._emit(report, root)
+
+    def _annotated(self, root: ReadableSpan, report: RunReport) -> ReadableSpan:
+        emit = self.config.emit
+        if not (emit.span_events or emit.root_attributes):
+            return root
+        end = root.end_time or time.time_ns()
+        return copy_with(
+            root,
+            root_attributes(report) if emit.root_attributes else {},
+            span_events(report, end) if emit.span_events else [],
+        )
+
+    def _emit(self, report: RunReport, root: ReadableSpan) -> None:
+        if self._logs is not None:
+            try:
+                self._logs.emit(report, root.context, root.end_time or time.time_ns())
+            except Exception:
+                self._report("log events")
+        if self._metrics is not None:
+            try:
+                self._metrics.record(report)
+            except Exception:
+                self._report("metrics")
+        if self._on_report is not None:
+            try:
+                self._on_report(report)
+            except Exception:
+                self._report("on_report callback")
+
+    def _count_drop(self, reason: str, n: int) -> None:
+        if self._metrics is not None:
+            try:
+                self._metrics.drop(reason, n)
+            except Exception:
+                self._report("metrics")
+
+    def _report(self, where: str) -> None:
+        # Log each kind of failure once, with its traceback; never raise into the app.
+        if where not in self._reported:
+            self._reported.add(where)
+            _log.exception("otel-tooleval: %s failed; continuing without it", where)
+
+    # -- flush and shutdown -------------------------------------------------------------------
+
+    def _drain(self, deadline: float) -> bool:
+        with self._idle:
+            while self._inflight > 0:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        return True
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Grade and forward every run whose root has ended, then flush the downstream."""
+        deadline = time.monotonic() + timeout_millis / 1000
+        try:
+            drained = self._drain(deadline)
+            ok = True
+            if self.downstream is not None:
+                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+                ok = self.downstream.force_flush(remaining) is not False
+            return drained and ok
+        except Exception:
+            self._report("force_flush")
+            return False
+
+    def shutdown(self, timeout_millis: int = 30_000) -> bool:  # type: ignore[override]
+        """Drain pending grading within one deadline, count open runs as dropped, shut down."""
+        if self._shutdown:
+            return True
+        deadline = time.monotonic() + timeout_millis / 1000
+        ok = False
+        try:
+            ok = self._drain(deadline)
+            self._shutdown = True
+            for span in self._buffers.clear("shutdown") + self._buffers.take_evicted():
+                self._forward(span)
+            if self._worker is not None:
+                try:
+                    self._queue.put(_STOP, timeout=max(deadline - time.monotonic(), 0.01))
+                except queue.Full:
+                    ok = False
+        except Exception:
+            self._report("shutdown")
+            self._shutdown = True
+        if self.downstream is not None:
+            try:
+                self.downstream.shutdown()
+            except Exception:
+                self._report("downstream.shutdown")
+                ok = False
+        return ok
+
+    def stats(self) -> dict[str, int]:
+        """Counters for tests and health checks: runs graded, drops by reason, open traces."""
+        out = dict(self.graded)
+        out.update(self._buffers.counts)
+        out["open_traces"] = len(self._buffers)
+        return out

@@ -1,0 +1,224 @@
+"""From spans to agent runs: which spans are run roots, and the ordered calls of each run.
+
+Pure functions over ``SpanRecord``s. The live processor takes the same decisions incrementally
+(see ``assembly.py``); ``find_runs`` takes them over a complete set of spans (files, tests).
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from .conventions import (
+    agent_name_of,
+    assistant_text_of,
+    final_output_of,
+    is_agent_span,
+    is_framework_span,
+    is_model_span,
+    tool_call_from,
+    tool_name_of,
+)
+from .model import AgentRun, SpanRecord, ToolCall
+
+__all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace"]
+
+_MCP_NAME = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class RunPolicy:
+    """How runs are cut out of traces; built from the ``runs:`` section of the config.
+
+    ``root`` is ``auto``, ``local_root``, ``agent`` or a compiled pattern matched (search)
+    against a span's name and its agent name.
+    """
+
+    root: str | re.Pattern[str] = "auto"
+    nested_agents: str = "merge"
+    agent_span_names: tuple[re.Pattern[str], ...] = ()
+    ignore_tools: tuple[re.Pattern[str], ...] = ()
+    server_attributes: tuple[str, ...] = ("mcp.server.name", "gen_ai.tool.server.name",
+                                          "server.address")
+    max_calls_per_run: int = 10_000
+
+    def is_agent(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """Agent-marked by a convention, or by name / agent name through the config."""
+        if isinstance(self.root, re.Pattern):
+            return _matches_name(self.root, attrs, name)
+        if is_agent_span(attrs):
+            return True
+        return any(_matches_name(p, attrs, name) for p in self.agent_span_names)
+
+    def local_root_is_run(self, record: SpanRecord, *, had_agent_runs: bool,
+                          has_tool_calls: bool) -> bool:
+        """Decide, when a local root ends, whether it is itself a run root."""
+        if self.root == "local_root":
+            return True
+        agent = self.is_agent(record.attributes, record.name)
+        if self.root != "auto":
+            return agent
+        if agent or is_framework_span(record.attributes, record.scope):
+            return True
+        # Neither framework nor agent spans: the local root is the run, but only when there
+        # is something to grade, so plain HTTP traces without tool calls are left alone.
+        return not had_agent_runs and has_tool_calls
+
+    def ignores(self, tool_name: str) -> bool:
+        return any(p.fullmatch(tool_name) for p in self.ignore_tools)
+
+
+def _matches_name(pattern: re.Pattern[str], attrs: Mapping[str, Any], name: str) -> bool:
+    if pattern.search(name):
+        return True
+    agent = attrs.get("gen_ai.agent.name") or attrs.get("agent.name")
+    return bool(agent) and bool(pattern.search(str(agent)))
+
+
+def _sort_key(record: SpanRecord) -> tuple[int, float, int]:
+    end = float("inf") if record.end_ns is None else record.end_ns
+    return (record.start_ns, end, record.span_id)
+
+
+def build_run(
+    root: SpanRecord,
+    members: Iterable[SpanRecord],
+    policy: RunPolicy,
+    *,
+    late_spans: int = 0,
+    dropped_calls: int = 0,
+) -> AgentRun:
+    """The AgentRun of ``root`` from the records below it (the root itself may be included).
+
+    A tool span still open, or ended after the root ended, is a pending call.
+    """
+    tools: list[SpanRecord] = []
+    models: list[SpanRecord] = []
+    for record in members:
+        if record.span_id == root.span_id:
+            continue
+        attrs = record.attributes
+        name = tool_name_of(attrs)
+        if name is not None:
+            if not policy.ignores(name):
+                tools.append(record)
+        elif is_model_span(attrs):
+            models.append(record)
+    tools.sort(key=_sort_key)
+    models.sort(key=_sort_key)
+    if len(tools) > policy.max_calls_per_run:
+        dropped_calls += len(tools) - policy.max_calls_per_run
+        del tools[policy.max_calls_per_run:]
+    model_starts = [m.start_ns for m in models]
+    root_end = root.end_ns
+    calls: list[ToolCall] = []
+    pending = 0
+    for record in tools:
+        is_pending = record.end_ns is None or (root_end is not None and record.end_ns > root_end)
+        step = max(bisect.bisect_left(model_starts, record.start_ns) - 1, 0)
+        call = tool_call_from(record, index=len(calls), step=step, pending=is_pending,
+                              server_keys=policy.server_attributes)
+        if call is None:
+            continue
+        if call.server is None:
+            match = _MCP_NAME.match(call.name)
+            if match:
+                call = _with_server(call, match.group("server"))
+        pending += is_pending
+        calls.append(call)
+    assistant_texts = tuple(t for t in (assistant_text_of(m) for m in models) if t)
+    return AgentRun(
+        trace_id=root.trace_id,
+        root_span_id=root.span_id,
+        agent=agent_name_of(root),
+        calls=tuple(calls),
+        root_name=root.name,
+        start_ns=root.start_ns,
+        end_ns=root.end_ns,
+        pending_calls=pending,
+        late_spans=late_spans,
+        dropped_calls=dropped_calls,
+        steps=max(len(models), 1),
+        final_output=final_output_of(root, models),
+        assistant_texts=assistant_texts,
+        root_attributes=root.attributes,
+    )
+
+
+def _with_server(call: ToolCall, server: str) -> ToolCall:
+    return replace(call, server=server)
+
+
+def group_by_trace(records: Iterable[SpanRecord]) -> dict[int, list[SpanRecord]]:
+    traces: dict[int, list[SpanRecord]] = defaultdict(list)
+    for record in records:
+        traces[record.trace_id].append(record)
+    return traces
+
+
+def find_runs(records: Iterable[SpanRecord],
+              policy: RunPolicy) -> list[tuple[SpanRecord, list[SpanRecord]]]:
+    """Cut complete traces into runs: ``(root, members)`` pairs, in root start order.
+
+    Takes the same decisions as the live processor: outermost agent spans, a framework local
+    root as one run, nested agents merged (or, with ``nested_agents: separate``, graded too).
+    """
+    out: list[tuple[SpanRecord, list[SpanRecord]]] = []
+    for spans in group_by_trace(records).values():
+        by_id = {s.span_id: s for s in spans}
+        children: dict[int, list[SpanRecord]] = defaultdict(list)
+        local_roots = []
+        for s in spans:
+            if s.is_local_root or s.parent_id not in by_id:
+                local_roots.append(s)
+            else:
+                children[s.parent_id].append(s)
+
+        def subtree(top: SpanRecord) -> list[SpanRecord]:
+            stack, seen = [top], []
+            while stack:
+                node = stack.pop()
+                seen.append(node)
+                stack.extend(children.get(node.span_id, ()))
+            return seen
+
+        for local in local_roots:
+            tree = subtree(local)
+            roots = _run_roots(local, tree, children, policy)
+            for root in roots:
+                out.append((root, tree if root is local else subtree(root)))
+    out.sort(key=lambda pair: (pair[0].start_ns, pair[0].span_id))
+    return out
+
+
+def _run_roots(local: SpanRecord, tree: list[SpanRecord],
+               children: Mapping[int, list[SpanRecord]], policy: RunPolicy) -> list[SpanRecord]:
+    outer: list[SpanRecord] = []
+    nested: list[SpanRecord] = []
+    local_agent = policy.is_agent(local.attributes, local.name)
+    # Walk down; the first agent span on each path is outermost, deeper ones are nested.
+    stack: list[tuple[SpanRecord, bool]] = [(c, local_agent) for c in children.get(local.span_id, ())]
+    while stack:
+        node, under_agent = stack.pop()
+        agent = policy.is_agent(node.attributes, node.name)
+        if agent:
+            (nested if under_agent else outer).append(node)
+        stack.extend((c, under_agent or agent) for c in children.get(node.span_id, ()))
+    separate = nested if policy.nested_agents == "separate" else []
+    if policy.root == "local_root":
+        return [local, *([] if not separate else outer + separate)]
+    has_tools = any(tool_name_of(s.attributes) is not None for s in tree if s is not local)
+    if policy.root == "auto" and not local_agent and is_framework_span(local.attributes,
+                                                                       local.scope):
+        return [local, *outer, *separate] if separate else [local]
+    if local_agent:
+        return [local, *outer, *separate] if separate else [local]
+    if outer:
+        return outer + separate
+    if policy.local_root_is_run(local, had_agent_runs=False, has_tool_calls=has_tools):
+        return [local]
+    return []
