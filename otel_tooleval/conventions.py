@@ -174,9 +174,21 @@ def decode_value(value: Any) -> Any:
             return value
         if not isinstance(parsed, (dict, list, tuple)):
             return value
-        if isinstance(parsed, tuple):
-            parsed = list(parsed)
+        parsed = _json_like(parsed)
     return _unwrap(parsed)
+
+
+def _json_like(value: Any) -> Any:
+    """Python literals as the JSON shapes graders compare against: tuples and sets as lists."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_like(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_like(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [_json_like(v) for v in sorted(value, key=repr)]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
 
 
 def _unwrap(parsed: Any) -> Any:

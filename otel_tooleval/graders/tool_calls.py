@@ -197,10 +197,13 @@ class ToolCallsGrader:
         held = sum(1 for c in checks if c["passed"])
         passed = held == len(checks)
         failing = [c["message"] for c in checks if not c["passed"]]
-        explanation = (
-            f"All {len(checks)} checks hold." if passed
-            else f"{len(failing)} of {len(checks)} checks failed: " + "; ".join(failing) + "."
-        )
+        if len(checks) == 1:
+            explanation = checks[0]["message"][:1].upper() + checks[0]["message"][1:] + "."
+        elif passed:
+            explanation = f"All {len(checks)} checks hold."
+        else:
+            explanation = (f"{len(failing)} of {len(checks)} checks failed: "
+                           + "; ".join(failing) + ".")
         return GradeResult(
             name=self.name,
             type=TYPE,
@@ -271,8 +274,9 @@ class ToolCallsGrader:
             message = f"sequence satisfied by calls {matched}"
         else:
             missing = self.sequence[len(matched)]
-            message = (f"sequence broken at entry {len(matched)} ({missing.label!r}): no "
-                       f"matching call after the {len(matched)} matched so far")
+            after = f" after call #{matched[-1]}" if matched else ""
+            message = (f"sequence broken at entry {len(matched)} ({missing.label!r}): "
+                       f"no matching call{after}")
         return {"check": "sequence", "passed": passed, "calls": matched,
                 "matched_entries": len(matched), "entries": len(self.sequence),
                 "message": message}

@@ -1,0 +1,272 @@
+"""Span recognition under every convention of SEMANTICS 1, and run cutting."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_tooleval.conventions import decode_value, is_agent_span, is_model_span, tool_name_of
+from otel_tooleval.model import SpanRecord
+from otel_tooleval.trajectory import RunPolicy, build_run, find_runs
+
+FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "spans"
+
+
+def one_call(attrs: dict[str, Any], *, error: str | None = None) -> Any:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    tool = SpanRecord(1, 2, 1, "tool", 10, 20, attrs, error=error)
+    run = build_run(root, [tool], RunPolicy())
+    assert len(run.calls) == 1, attrs
+    return run.calls[0]
+
+
+@pytest.mark.parametrize(("attrs", "name", "args", "result", "call_id"), [
+    # OTel GenAI semconv (pydantic-ai, Strands, ADK, OpenLLMetry)
+    ({"gen_ai.tool.name": "get_weather", "gen_ai.tool.call.arguments": '{"city": "Paris"}',
+      "gen_ai.tool.call.result": '{"temp_c": 21.0}', "gen_ai.tool.call.id": "call_1"},
+     "get_weather", {"city": "Paris"}, {"temp_c": 21.0}, "call_1"),
+    # pydantic-ai's older attributes
+    ({"gen_ai.tool.name": "t", "tool_arguments": '{"a": 1}', "tool_response": "done"},
+     "t", {"a": 1}, "done", None),
+    # OpenInference (LangChain, OpenAI Agents, CrewAI): JSON input, ToolMessage output
+    ({"tool.name": "convert", "openinference.span.kind": "TOOL", "input.value": '{"celsius": 21.0}',
+      "output.value": '{"type": "tool", "data": {"content": "69.8", "tool_call_id": "x"}}'},
+     "convert", {"celsius": 21.0}, 69.8, None),
+    # OpenInference bare-string input stays a string
+    ({"tool.name": "lookup_city", "input.value": "paris", "output.value": "Paris, FR"},
+     "lookup_city", "paris", "Paris, FR", None),
+    # smolagents: the args/kwargs envelope is unwrapped to the kwargs
+    ({"tool.name": "web_search", "input.value":
+      '{"args": [], "kwargs": {"query": "otel", "limit": 3}}', "output.value": "[]"},
+     "web_search", {"query": "otel", "limit": 3}, [], None),
+    # Traceloop / OpenLLMetry entity spans
+    ({"traceloop.span.kind": "tool", "traceloop.entity.name": "send_mail",
+      "traceloop.entity.input": '{"args": [], "kwargs": {"to": "a@b.c"}}',
+      "traceloop.entity.output": '"sent"'},
+     "send_mail", {"to": "a@b.c"}, "sent", None),
+    # UiPath SDK: Python-literal input.value, parsed safely
+    ({"tool.name": "Invoice", "input.value": "{'amount': 12, 'paid': True, 'tags': ('a',)}",
+      "output.value": "{'status': 'ok'}", "tool.id": "u-1"},
+     "Invoice", {"amount": 12, "paid": True, "tags": ["a"]}, {"status": "ok"}, "u-1"),
+    # unparsable text stays text
+    ({"tool.name": "t", "input.value": "{not json", "output.value": "plain words"},
+     "t", "{not json", "plain words", None),
+])
+def test_tool_call_conventions(attrs: dict[str, Any], name: str, args: Any, result: Any,
+                               call_id: str | None) -> None:
+    c = one_call(attrs)
+    assert (c.name, c.arguments, c.result, c.has_result, c.call_id) == (
+        name, args, result, True, call_id)
+
+
+def test_python_literals_are_never_evaluated() -> None:
+    hostile = "{'a': __import__('os').system('echo pwned')}"
+    assert decode_value(hostile) == hostile
+
+
+def test_traceloop_entity_name_only_counts_on_tool_spans() -> None:
+    assert tool_name_of({"traceloop.span.kind": "task", "traceloop.entity.name": "x"}) is None
+    assert tool_name_of({"traceloop.span.kind": "tool", "traceloop.entity.name": "x"}) == "x"
+
+
+def test_synthesized_calls_are_not_calls() -> None:
+    attrs = {"tool.name": "made_up", "tool.synthesized": True}
+    assert tool_name_of(attrs) is None
+    root = SpanRecord(1, 1, 0, "r", 0, 100, {"openinference.span.kind": "AGENT"})
+    assert build_run(root, [SpanRecord(1, 2, 1, "t", 1, 2, attrs)], RunPolicy()).calls == ()
+
+
+def test_error_status_is_the_result() -> None:
+    c = one_call({"gen_ai.tool.name": "t"}, error="TimeoutError: slow")
+    assert (c.has_result, c.result, c.error) == (True, "TimeoutError: slow", "TimeoutError: slow")
+
+
+@pytest.mark.parametrize(("attrs", "agent", "model"), [
+    ({"gen_ai.operation.name": "invoke_agent"}, True, False),
+    ({"gen_ai.operation.name": "invoke_workflow"}, True, False),
+    ({"openinference.span.kind": "AGENT"}, True, False),
+    ({"traceloop.span.kind": "agent"}, True, False),
+    ({"traceloop.span.kind": "workflow"}, True, False),
+    ({"gen_ai.operation.name": "chat"}, False, True),
+    ({"gen_ai.operation.name": "text_completion"}, False, True),
+    ({"gen_ai.operation.name": "generate_content"}, False, True),
+    ({"openinference.span.kind": "LLM"}, False, True),
+    ({"traceloop.span.kind": "llm"}, False, True),
+    ({"openinference.span.kind": "CHAIN"}, False, False),
+    ({"http.method": "GET"}, False, False),
+])
+def test_agent_and_model_markers(attrs: dict[str, Any], agent: bool, model: bool) -> None:
+    assert (is_agent_span(attrs), is_model_span(attrs)) == (agent, model)
+
+
+def test_order_is_start_then_end_then_span_id_never_arrival() -> None:
+    root = SpanRecord(1, 1, 0, "r", 0, 1000, {"gen_ai.operation.name": "invoke_agent"})
+    t = {"gen_ai.tool.name": "t"}
+    # given in end order; the run must come out in start order
+    spans = [SpanRecord(1, 9, 1, "c", 30, 35, {"gen_ai.tool.name": "c"}),
+             SpanRecord(1, 5, 1, "b2", 20, 50, {"gen_ai.tool.name": "b2"}),
+             SpanRecord(1, 4, 1, "b1", 20, 40, {"gen_ai.tool.name": "b1"}),
+             SpanRecord(1, 3, 1, "a2", 10, 15, {"gen_ai.tool.name": "a2"}),
+             SpanRecord(1, 2, 1, "a1", 10, 15, {"gen_ai.tool.name": "a1"}),
+             SpanRecord(1, 7, 1, "x", 5, 6, t)]
+    run = build_run(root, spans, RunPolicy())
+    assert [c.name for c in run.calls] == ["t", "a1", "a2", "b1", "b2", "c"]
+    assert [c.index for c in run.calls] == [0, 1, 2, 3, 4, 5]
+
+
+def test_pending_and_duration() -> None:
+    root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    spans = [SpanRecord(1, 2, 1, "a", 10, 30_000_010, {"gen_ai.tool.name": "a"}),
+             SpanRecord(1, 3, 1, "b", 20, None, {"gen_ai.tool.name": "b", "gen_ai.tool.call.result": "x"}),
+             SpanRecord(1, 4, 1, "c", 20, 90, {"gen_ai.tool.name": "c"})]
+    root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    run = build_run(root, spans, RunPolicy())
+    by = {c.name: c for c in run.calls}
+    # ended after the root ended: pending, as when reading stored traces
+    assert by["a"].pending and by["a"].duration_ms is None
+    assert by["b"].pending and not by["b"].has_result
+    assert not by["c"].pending and by["c"].duration_ms == pytest.approx(70 / 1e6)
+    assert run.pending_calls == 2
+
+
+def test_ignore_tools() -> None:
+    root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    spans = [SpanRecord(1, 2 + i, 1, n, i, i + 1, {"gen_ai.tool.name": n})
+             for i, n in enumerate(["search", "final_result", "final_answer"])]
+    policy = RunPolicy(ignore_tools=(re.compile("final_result"), re.compile("final_a.*")))
+    assert [c.name for c in build_run(root, spans, policy).calls] == ["search"]
+
+
+def test_server_from_attributes_and_mcp_names() -> None:
+    root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    spans = [SpanRecord(1, 2, 1, "a", 1, 2, {"gen_ai.tool.name": "search", "mcp.server.name": "brave"}),
+             SpanRecord(1, 3, 1, "b", 3, 4, {"gen_ai.tool.name": "mcp__fs__read_file"}),
+             SpanRecord(1, 4, 1, "c", 5, 6, {"gen_ai.tool.name": "local"})]
+    calls = build_run(root, spans, RunPolicy()).calls
+    assert [(c.name, c.server) for c in calls] == [
+        ("search", "brave"), ("mcp__fs__read_file", "fs"), ("local", None)]
+
+
+def test_final_output_precedence() -> None:
+    model = SpanRecord(1, 2, 1, "chat", 1, 2, {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.output.messages": json.dumps([{"role": "assistant", "parts": [
+            {"type": "text", "content": "from the model"}]}])})
+    for attrs, expected in [
+        ({"final_result": "from pydantic-ai"}, "from pydantic-ai"),
+        ({"output.value": "plain output"}, "plain output"),
+        ({"traceloop.entity.output": "entity out"}, "entity out"),
+        ({"gen_ai.output.messages": json.dumps(
+            [{"role": "assistant", "parts": [{"type": "text", "content": "root msg"}]}])},
+         "root msg"),
+        ({}, "from the model"),
+    ]:
+        root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent", **attrs})
+        run = build_run(root, [model], RunPolicy())
+        assert run.final_output == expected
+        assert run.assistant_texts == ("from the model",)
+
+
+# -- recorded fixtures --------------------------------------------------------------------------
+
+def load_fixture(name: str) -> list[SpanRecord]:
+    out = []
+    for s in json.loads((FIXTURES / name).read_text()):
+        out.append(SpanRecord(
+            int(s["trace_id"], 16), int(s["span_id"], 16),
+            int(s["parent_span_id"], 16) if s["parent_span_id"] else 0,
+            s["name"], s["start"], s["end"], s["attributes"], scope=s["scope"]))
+    return out
+
+
+def test_pydantic_ai_fixture() -> None:
+    runs = find_runs(load_fixture("pydantic_ai_weather.json"), RunPolicy())
+    assert len(runs) == 1
+    run = build_run(*runs[0], RunPolicy())
+    assert run.agent == "weather_agent"
+    assert [(c.name, c.arguments, c.step) for c in run.calls] == [
+        ("lookup_city", {"query": "paris"}, 0), ("get_weather", {"city": "Paris"}, 1),
+        ("get_weather", {"city": "Lyon"}, 2), ("convert_temp", {"celsius": 21.0}, 2)]
+    assert [c.call_id for c in run.calls] == ["call_1", "call_2", "call_3", "call_4"]
+    assert run.calls[1].result == {"city": "Paris", "temp_c": 21.0}
+    assert run.final_output == "Paris 21C (69.8F), Lyon 18C"
+    assert run.steps == 4
+
+
+def test_langgraph_openinference_fixture() -> None:
+    runs = find_runs(load_fixture("langgraph_openinference_weather.json"), RunPolicy())
+    assert len(runs) == 1, "nested AGENT nodes are merged into the outer run"
+    run = build_run(*runs[0], RunPolicy())
+    assert run.agent == "weather_agent"
+    assert [(c.name, c.arguments) for c in run.calls] == [
+        ("lookup_city", "paris"), ("get_weather", "Paris"), ("get_weather", "Lyon"),
+        ("convert_temp", {"celsius": 21.0})]
+    assert run.calls[0].result == "Paris, FR"
+    assert run.calls[1].result == {"city": "Paris", "temp_c": 21.0}
+    assert [c.step for c in run.calls] == [0, 1, 2, 2]
+    assert run.final_output == "Paris 21C (69.8F), Lyon 18C"
+
+
+# -- run cutting (SEMANTICS 1) ------------------------------------------------------------------
+
+def span(sid: int, parent: int, name: str, start: int, end: int, **attrs: Any) -> SpanRecord:
+    return SpanRecord(7, sid, parent, name, start, end, attrs)
+
+
+AGENT = {"gen_ai.operation.name": "invoke_agent"}
+CHAIN = {"openinference.span.kind": "CHAIN"}
+
+
+def roots(records: list[SpanRecord], policy: RunPolicy | None = None) -> list[str]:
+    return [r.name for r, _ in find_runs(records, policy or RunPolicy())]
+
+
+def test_framework_local_root_is_one_run_with_nested_agents() -> None:
+    records = [span(1, 0, "graph", 0, 100, **CHAIN),
+               span(2, 1, "agent", 1, 10, **{"openinference.span.kind": "AGENT"}),
+               span(3, 1, "tool", 11, 12, **{"tool.name": "t"}),
+               span(4, 1, "agent", 13, 20, **{"openinference.span.kind": "AGENT"})]
+    assert roots(records) == ["graph"]
+
+
+def test_sibling_agent_runs_under_a_plain_root() -> None:
+    records = [span(1, 0, "GET /x", 0, 100, **{"http.method": "GET"}),
+               span(2, 1, "invoke_agent a", 1, 10, **AGENT),
+               span(3, 2, "t1", 2, 3, **{"gen_ai.tool.name": "t1"}),
+               span(4, 1, "invoke_agent b", 11, 20, **AGENT),
+               span(5, 4, "inner", 12, 19, **AGENT),
+               span(6, 5, "t2", 13, 14, **{"gen_ai.tool.name": "t2"})]
+    runs = find_runs(records, RunPolicy())
+    assert [r.name for r, _ in runs] == ["invoke_agent a", "invoke_agent b"]
+    calls = [[c.name for c in build_run(r, m, RunPolicy()).calls] for r, m in runs]
+    assert calls == [["t1"], ["t2"]]
+    separate = RunPolicy(nested_agents="separate")
+    assert roots(records, separate) == ["invoke_agent a", "invoke_agent b", "inner"]
+
+
+def test_plain_root_with_tools_is_a_run_without_tools_is_not() -> None:
+    assert roots([span(1, 0, "job", 0, 10), span(2, 1, "t", 1, 2, **{"tool.name": "t"})]) == ["job"]
+    assert roots([span(1, 0, "GET /health", 0, 10), span(2, 1, "db", 1, 2)]) == []
+
+
+def test_remote_parent_makes_a_local_root() -> None:
+    rec = SpanRecord(7, 1, 99, "invoke_agent a", 0, 10, AGENT, parent_remote=True)
+    assert roots([rec, span(2, 1, "t", 1, 2, **{"tool.name": "t"})]) == ["invoke_agent a"]
+
+
+def test_root_modes() -> None:
+    records = [span(1, 0, "GET /x", 0, 100),
+               span(2, 1, "invoke_agent a", 1, 10, **AGENT),
+               span(3, 2, "t", 2, 3, **{"tool.name": "t"}),
+               span(4, 1, "my_planner", 11, 20),
+               span(5, 4, "u", 12, 13, **{"tool.name": "u"})]
+    assert roots(records) == ["invoke_agent a"]
+    assert roots(records, RunPolicy(root="local_root")) == ["GET /x"]
+    assert roots(records, RunPolicy(root="agent")) == ["invoke_agent a"]
+    assert roots(records, RunPolicy(root=re.compile("planner"))) == ["my_planner"]
+    named = RunPolicy(agent_span_names=(re.compile("^my_planner$"),))
+    assert roots(records, named) == ["invoke_agent a", "my_planner"]
