@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.trace import StatusCode
 
@@ -62,13 +63,14 @@ def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
     merged = dict(span.attributes or {})
     merged.update(attributes)
     all_events = list(span.events or ())
-    all_events.extend(Event(name, dict(attrs), ts) for name, attrs, ts in events)
+    all_events.extend(Event(name, BoundedAttributes(attributes=attrs, immutable=True), ts)
+                      for name, attrs, ts in events)
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=merged,
+        attributes=BoundedAttributes(attributes=merged, immutable=True),
         events=all_events,
         links=span.links,
         kind=span.kind,

@@ -191,8 +191,25 @@ class Side:
             raise RuntimeError(f"{self.name}: force_flush timed out")
 
 
-def build_sides(config: Any) -> tuple[Side, Side, list[Any]]:
-    reports: list[Any] = []
+class ReportTally:
+    """Counts verdicts without keeping reports (kept reports would grow the heap, and the GC)."""
+
+    def __init__(self) -> None:
+        self.passed = 0
+        self.failed = 0
+        self.first_failure: Any = None
+
+    def __call__(self, report: Any) -> None:
+        if report.passed:
+            self.passed += 1
+        else:
+            self.failed += 1
+            if self.first_failure is None:
+                self.first_failure = [r.to_dict() for r in report.results if not r.passed][:1]
+
+
+def build_sides(config: Any) -> tuple[Side, Side, ReportTally]:
+    reports = ReportTally()
 
     bare_exporter = DropExporter()
     bare = TracerProvider()
@@ -200,7 +217,7 @@ def build_sides(config: Any) -> tuple[Side, Side, list[Any]]:
 
     tool_exporter = DropExporter()
     processor = ToolEvalSpanProcessor(
-        config, downstream=BatchSpanProcessor(tool_exporter), on_report=reports.append)
+        config, downstream=BatchSpanProcessor(tool_exporter), on_report=reports)
     tooleval = TracerProvider()
     tooleval.add_span_processor(processor)
 
@@ -330,15 +347,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     stats = tooleval.processor.stats() if tooleval.processor else {}
     drops = {k: v for k, v in stats.items() if k.startswith("dropped") and v}
     expected = (opts.warmup * 2 + opts.pairs * (opts.runs + opts.root_runs))
-    failed = sum(1 for r in reports if not r.passed)
+    failed = reports.failed
     print()
     print(f"sanity: {stats.get('runs', 0)}/{expected} runs graded, {failed} failed, "
           f"open traces {stats.get('open_traces', 0)}, drops {drops or 'none'}; "
           f"exported bare {bare.exporter.spans}, tooleval {tooleval.exporter.spans} spans; "
           f"{time.perf_counter() - started:.1f}s")
-    if reports and failed:
-        print("  first failing report:", [r.to_dict() for r in reports[0].results
-                                          if not r.passed][:1])
+    if failed:
+        print("  first failing check:", reports.first_failure)
     print(f"root end() per run (median of medians): bare {med(root_bare) / 1000:.1f} us, "
           f"tooleval {med(root_tool) / 1000:.1f} us; "
           f"root end() ratio (median of {opts.pairs} pairs): {med(root_ratios):.2f}x")
