@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -402,7 +401,7 @@ def test_open_run_cap_evicts_the_oldest_and_keeps_grading() -> None:
         assert h.processor.stats()["dropped.max_open_runs"] == 1
         h.agent_run(["search"])
         h.flush()
-        assert [r.run.agent for r in h.reports] == ["invoke_agent"] or len(h.reports) == 1
+        assert [r.run.agent for r in h.reports] == ["agent"]
         for s in stuck:
             s.end()
     finally:
@@ -497,4 +496,3 @@ def test_force_flush_and_shutdown_return_bools_within_deadline(
     assert h.processor.shutdown() is True
     h.logger_provider.shutdown()
     h.meter_provider.shutdown()
-    assert sys.getrefcount(h) > 0

@@ -35,7 +35,7 @@ class Problem:
     message: str
 
     def render(self) -> str:
-        return f"{format_loc(self.loc)}: {self.message}"
+        return f"{format_loc(self.loc)}: {self.message}" if self.loc else self.message
 
 
 def format_loc(loc: Loc) -> str:
