@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._compat import record_from_span
@@ -43,7 +43,7 @@ class TraceState:
     """What is kept of one trace while it is open. Plain attributes, no methods on the hot path."""
 
     __slots__ = ("trace_id", "parents", "open", "records", "created", "tool_calls", "bytes",
-                 "open_roots", "had_runs", "graded", "waiting", "dropped", "closed")
+                 "open_roots", "had_runs", "graded", "run_roots", "dropped", "closed")
 
     def __init__(self, trace_id: int, now: float) -> None:
         self.trace_id = trace_id
@@ -56,7 +56,7 @@ class TraceState:
         self.open_roots = 0
         self.had_runs = False
         self.graded: set[int] = set()          # run roots already handed to the grader
-        self.waiting: dict[int, list[Any]] = {}  # undecided ancestor id -> held agent spans
+        self.run_roots: set[int] = set()       # framework spans to grade as runs when they end
         self.dropped: set[str] = set()         # reasons already counted for this trace
         self.closed = False
 
@@ -68,16 +68,14 @@ class RunJob:
     trace: TraceState
     root: Any                     # the ended ReadableSpan of the run root
     outermost: bool = True        # its records may be released once graded
-    closes_trace: bool = False
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class EndOutcome:
-    """What the processor does after ``on_end``: hold the span, grade runs, release spans."""
+    """What the processor does after ``on_end``: hold the span and grade its run, or not."""
 
     hold: bool = False
-    jobs: list[RunJob] = field(default_factory=list)
-    release: list[Any] = field(default_factory=list)
+    job: RunJob | None = None
 
 
 _NOTHING = EndOutcome()
@@ -97,7 +95,6 @@ class TraceBuffers:
         self._traces: dict[int, TraceState] = {}
         self._tombstones: dict[int, float] = {}   # trace id -> expiry (insertion ordered)
         self.counts: Counter[str] = Counter()
-        self.evicted_spans: list[Any] = []        # held spans of evicted traces
 
     # -- bookkeeping -------------------------------------------------------------------------
 
@@ -138,13 +135,6 @@ class TraceBuffers:
     def _evicted(self, state: TraceState, reason: str) -> None:
         state.closed = True
         self._drop(reason)
-        self.evicted_spans.extend(s for held in state.waiting.values() for s in held)
-        state.waiting.clear()
-
-    def take_evicted(self) -> list[Any]:
-        """Held spans of evicted traces, to be forwarded ungraded by the processor."""
-        out, self.evicted_spans[:] = list(self.evicted_spans), []
-        return out
 
     def _close(self, state: TraceState) -> None:
         with self._lock:
@@ -172,26 +162,20 @@ class TraceBuffers:
         for state in expired:
             self._evicted(state, "ttl")
 
-    def clear(self, reason: str | None = None) -> list[Any]:
-        """Forget every open trace (shutdown, fork); returns the spans that were held."""
+    def clear(self, reason: str) -> None:
+        """Forget every open trace (shutdown), counting each as dropped."""
         with self._lock:
             states = list(self._traces.values())
             self._traces.clear()
             self._tombstones.clear()
-        held = []
         for state in states:
-            if reason is not None:
-                self._drop(reason)
-            held.extend(s for spans in state.waiting.values() for s in spans)
-            state.waiting.clear()
             state.closed = True
-        return held
+            self._drop(reason)
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
         self._traces = {}
         self._tombstones = {}
-        self.evicted_spans = []
 
     # -- hot path ----------------------------------------------------------------------------
 
@@ -239,9 +223,9 @@ class TraceBuffers:
                 state.records.append(self._bounded(state, span))
         elif agent or is_model_span(attrs):
             state.records.append(span)
-        if not (agent or local_root or state.waiting):
+        if not (agent or local_root or (state.run_roots and sid in state.run_roots)):
             return _NOTHING
-        return self._decide(state, span, sid, agent, local_root)
+        return self._decide(state, span, sid, local_root)
 
     def _bounded(self, state: TraceState, span: Any) -> Any:
         attrs = span.attributes
@@ -262,97 +246,64 @@ class TraceBuffers:
                           record.start_ns, record.end_ns, kept, record.error,
                           record.parent_remote, record.scope)
 
-    # -- run decisions (run only when an agent span or a local root ends) ---------------------
+    # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
-    def _decide(self, state: TraceState, span: Any, sid: int, agent: bool,
-                local_root: bool) -> EndOutcome:
-        out = EndOutcome()
-        waiting = state.waiting.pop(sid, None)
-        if waiting:
-            for held in waiting:
-                self._resolve(state, held, span, local_root, out)
-        if not (local_root or agent):
-            return out
+    def _decide(self, state: TraceState, span: Any, sid: int, local_root: bool) -> EndOutcome:
         if local_root:
-            self._end_local_root(state, span, agent, out)
-        else:
-            self._place(state, span, state.parents.get(sid, 0), out)
-        # The span itself is held (graded, or waiting for an ancestor) unless released now.
-        for i, released in enumerate(out.release):
-            if released is span:
-                del out.release[i]
-                return out
-        out.hold = True
-        return out
+            return self._end_local_root(state, span)
+        if sid in state.run_roots:
+            return self._run(state, span, outermost=True)
+        return self._place(state, span, state.parents.get(sid, 0))
 
-    def _resolve(self, state: TraceState, held: Any, ancestor: Any, ancestor_is_root: bool,
-                 out: EndOutcome) -> None:
-        """A held agent span learns the kind of the ancestor it waited on."""
-        attrs = ancestor.attributes
-        if self.policy.is_agent(attrs, ancestor.name) or (
-            ancestor_is_root and self.policy.root == "auto"
-            and is_framework_span(attrs, _scope(ancestor))
-        ):
-            self._nested(state, held, out)
-        else:
-            self._place(state, held, state.parents.get(ancestor.context.span_id, 0), out)
+    def _place(self, state: TraceState, span: Any, parent_id: int) -> EndOutcome:
+        """Walk up from an ended agent span: nested in an outer run, or a run of its own.
 
-    def _place(self, state: TraceState, span: Any, parent_id: int, out: EndOutcome) -> None:
-        """Walk up from an ended agent span: nested, waiting, or a run root of its own."""
+        The outer run is the nearest agent ancestor, else the outermost framework ancestor
+        (a LangGraph graph whose root is a CHAIN span is one run, under an HTTP span too).
+        Framework spans are known by kind marker or instrumentation scope, so OpenInference
+        spans, whose kind is set only when they end, are recognised while still open.
+        """
         policy = self.policy
+        if policy.root == "local_root":
+            return _NOTHING
+        outer_framework = 0
         pid = parent_id
         while pid:
             ancestor = state.open.get(pid)
             if ancestor is None:
-                break       # the chain leaves what we saw start: treat as the top
+                break       # the chain leaves what we saw start: treat it as the top
             attrs = ancestor.attributes
             if policy.is_agent(attrs, ancestor.name):
-                self._nested(state, span, out)
-                return
-            is_root = state.parents.get(pid, 0) == 0
-            if not any(k in attrs for k in MARKER_KEYS) and (
-                is_framework_span(attrs, _scope(ancestor))
-            ):
-                # Kind not known yet: hold the span until this ancestor ends.
-                state.waiting.setdefault(pid, []).append(span)
-                return
-            if is_root and policy.root == "auto" and is_framework_span(attrs, _scope(ancestor)):
-                self._nested(state, span, out)
-                return
+                return self._nested(state, span)
+            if policy.root == "auto" and is_framework_span(attrs, _scope(ancestor)):
+                outer_framework = pid
             pid = state.parents.get(pid, 0)
-        if policy.root == "local_root":
-            out.release.append(span)
-            return
-        self._run(state, span, outermost=True, out=out)
+        if outer_framework:
+            if state.parents.get(outer_framework, 0) != 0:
+                state.run_roots.add(outer_framework)   # graded when it ends
+            return self._nested(state, span)
+        return self._run(state, span, outermost=True)
 
-    def _nested(self, state: TraceState, span: Any, out: EndOutcome) -> None:
+    def _nested(self, state: TraceState, span: Any) -> EndOutcome:
         if self.policy.nested_agents == "separate":
-            self._run(state, span, outermost=False, out=out)
-        else:
-            out.release.append(span)
+            return self._run(state, span, outermost=False)
+        return _NOTHING
 
-    def _run(self, state: TraceState, span: Any, *, outermost: bool, out: EndOutcome) -> None:
+    def _run(self, state: TraceState, span: Any, *, outermost: bool) -> EndOutcome:
         state.had_runs = True
-        sid = span.context.span_id
         if outermost:
-            state.graded.add(sid)
-        out.jobs.append(RunJob(state, span, outermost=outermost))
+            state.graded.add(span.context.span_id)
+        return EndOutcome(True, RunJob(state, span, outermost=outermost))
 
-    def _end_local_root(self, state: TraceState, span: Any, agent: bool,
-                        out: EndOutcome) -> None:
+    def _end_local_root(self, state: TraceState, span: Any) -> EndOutcome:
         state.open_roots -= 1
-        record = record_from_span(span)
-        if agent and self.policy.root != "local_root":
-            self._run(state, span, outermost=True, out=out)
-        elif self.policy.local_root_is_run(record, had_agent_runs=state.had_runs,
-                                           has_tool_calls=state.tool_calls > 0):
-            self._run(state, span, outermost=True, out=out)
-        else:
-            out.release.append(span)
+        out = _NOTHING
+        if self.policy.local_root_is_run(record_from_span(span), had_agent_runs=state.had_runs,
+                                         has_tool_calls=state.tool_calls > 0):
+            out = self._run(state, span, outermost=True)
         if state.open_roots <= 0:
-            if out.jobs:
-                out.jobs[-1].closes_trace = True
             self._close(state)
+        return out
 
     # -- grading-thread side -----------------------------------------------------------------
 

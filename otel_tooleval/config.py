@@ -252,7 +252,7 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
     if source is None:
         env = os.environ.get("TOOLEVAL_CONFIG")
         return load_config(Path(env)) if env else config_from_mapping({}, None)
-    if isinstance(source, Mapping):
+    if not isinstance(source, (str, os.PathLike)):
         return config_from_mapping(source, None)
     path: Path | None = None
     if isinstance(source, os.PathLike):

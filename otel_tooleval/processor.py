@@ -119,11 +119,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if not self._shutdown:
             try:
                 outcome = self._buffers.on_end(span)
-                hold = outcome.hold
-                for job in outcome.jobs:
-                    self._submit(job)
-                for released in outcome.release:
-                    self._forward(released)
+                if outcome.job is not None:
+                    hold = self._submit(outcome.job)
             except Exception:
                 self._report("on_end")
         if not hold:
@@ -137,17 +134,19 @@ class ToolEvalSpanProcessor(SpanProcessor):
         except Exception:
             self._report("downstream.on_end")
 
-    def _submit(self, job: RunJob) -> None:
+    def _submit(self, job: RunJob) -> bool:
+        """Queue a run for grading; False (forward the root ungraded) when the queue is full."""
         with self._idle:
             self._inflight += 1
         try:
             self._ensure_worker()
             self._queue.put_nowait(job)
+            return True
         except queue.Full:
             self._done()
             self._buffers.counts["dropped.queue_full"] += 1
             self._count_drop("queue_full", 1)
-            self._forward(job.root)
+            return False
 
     # -- grading thread ----------------------------------------------------------------------
 
@@ -175,8 +174,6 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _sweep(self) -> None:
         try:
             self._buffers.sweep()
-            for span in self._buffers.take_evicted():
-                self._forward(span)
         except Exception:
             self._report("sweep")
 
@@ -278,8 +275,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         try:
             ok = self._drain(deadline)
             self._shutdown = True
-            for span in self._buffers.clear("shutdown") + self._buffers.take_evicted():
-                self._forward(span)
+            self._buffers.clear("shutdown")
             if self._worker is not None:
                 try:
                     self._queue.put(_STOP, timeout=max(deadline - time.monotonic(), 0.01))

@@ -197,28 +197,48 @@ def find_runs(records: Iterable[SpanRecord],
 
 def _run_roots(local: SpanRecord, tree: list[SpanRecord],
                children: Mapping[int, list[SpanRecord]], policy: RunPolicy) -> list[SpanRecord]:
+    """The run roots of one local tree (see ``assembly.TraceBuffers._place`` for the live twin).
+
+    Below a local root that is neither agent nor framework span, a run is the outermost agent
+    span, or the outermost framework span that has an agent span below it.
+    """
+    def is_agent(node: SpanRecord) -> bool:
+        return policy.is_agent(node.attributes, node.name)
+
+    def framework(node: SpanRecord) -> bool:
+        return policy.root == "auto" and is_framework_span(node.attributes, node.scope)
+
+    def has_agent_below(node: SpanRecord) -> bool:
+        stack = list(children.get(node.span_id, ()))
+        while stack:
+            n = stack.pop()
+            if is_agent(n):
+                return True
+            stack.extend(children.get(n.span_id, ()))
+        return False
+
+    local_is_run_root = policy.root != "local_root" and (is_agent(local) or framework(local))
     outer: list[SpanRecord] = []
     nested: list[SpanRecord] = []
-    local_agent = policy.is_agent(local.attributes, local.name)
-    # Walk down; the first agent span on each path is outermost, deeper ones are nested.
-    stack: list[tuple[SpanRecord, bool]] = [(c, local_agent) for c in children.get(local.span_id, ())]
+    # Walk down; the first run root on each path is outermost, agent spans below it are nested.
+    stack: list[tuple[SpanRecord, bool]] = [(c, local_is_run_root or policy.root == "local_root")
+                                            for c in children.get(local.span_id, ())]
     while stack:
-        node, under_agent = stack.pop()
-        agent = policy.is_agent(node.attributes, node.name)
-        if agent:
-            (nested if under_agent else outer).append(node)
-        stack.extend((c, under_agent or agent) for c in children.get(node.span_id, ()))
+        node, inside = stack.pop()
+        root_here = False
+        if is_agent(node):
+            (nested if inside else outer).append(node)
+            root_here = True
+        elif not inside and framework(node) and has_agent_below(node):
+            outer.append(node)
+            root_here = True
+        stack.extend((c, inside or root_here) for c in children.get(node.span_id, ()))
     separate = nested if policy.nested_agents == "separate" else []
-    if policy.root == "local_root":
-        return [local, *([] if not separate else outer + separate)]
-    has_tools = any(tool_name_of(s.attributes) is not None for s in tree if s is not local)
-    if policy.root == "auto" and not local_agent and is_framework_span(local.attributes,
-                                                                       local.scope):
-        return [local, *outer, *separate] if separate else [local]
-    if local_agent:
-        return [local, *outer, *separate] if separate else [local]
+    if policy.root == "local_root" or local_is_run_root:
+        return [local, *separate]
     if outer:
         return outer + separate
+    has_tools = any(tool_name_of(s.attributes) is not None for s in tree if s is not local)
     if policy.local_root_is_run(local, had_agent_runs=False, has_tool_calls=has_tools):
         return [local]
     return []

@@ -270,3 +270,18 @@ def test_root_modes() -> None:
     assert roots(records, RunPolicy(root=re.compile("planner"))) == ["my_planner"]
     named = RunPolicy(agent_span_names=(re.compile("^my_planner$"),))
     assert roots(records, named) == ["invoke_agent a", "my_planner"]
+
+
+def test_framework_span_below_a_plain_root_is_one_run() -> None:
+    # HTTP -> LangGraph graph (CHAIN) -> agent nodes (AGENT) + tools: the graph is the run.
+    records = [span(1, 0, "POST /chat", 0, 100, **{"http.request.method": "POST"}),
+               span(2, 1, "LangGraph", 1, 50, **CHAIN),
+               span(3, 2, "agent", 2, 10, **{"openinference.span.kind": "AGENT"}),
+               span(4, 2, "tools", 11, 20, **CHAIN),
+               span(5, 4, "lookup", 12, 13, **{"tool.name": "lookup"}),
+               span(6, 2, "agent", 21, 30, **{"openinference.span.kind": "AGENT"}),
+               span(7, 1, "RunnableSequence", 51, 60, **CHAIN),     # no agent below: not a run
+               span(8, 7, "calc", 52, 53, **{"tool.name": "calc"})]
+    runs = find_runs(records, RunPolicy())
+    assert [r.name for r, _ in runs] == ["LangGraph"]
+    assert [c.name for c in build_run(*runs[0], RunPolicy()).calls] == ["lookup"]

@@ -496,3 +496,26 @@ def test_force_flush_and_shutdown_return_bools_within_deadline(
     assert h.processor.shutdown() is True
     h.logger_provider.shutdown()
     h.meter_provider.shutdown()
+
+
+def test_framework_chain_below_plain_root_with_kinds_set_at_end(h: Harness) -> None:
+    """OpenInference sets every attribute when a span ends; the scope tells it is a framework."""
+    oi = h.provider.get_tracer("openinference.instrumentation.langchain")
+    with h.tracer.start_as_current_span("POST /chat"):
+        for _ in range(2):
+            with oi.start_as_current_span("LangGraph") as graph:
+                for node in ("agent", "agent"):
+                    with oi.start_as_current_span(node) as agent_node:
+                        with oi.start_as_current_span("model") as llm:
+                            llm.set_attribute("openinference.span.kind", "LLM")
+                        agent_node.set_attribute("openinference.span.kind", "AGENT")
+                    with oi.start_as_current_span("tools") as tools:
+                        with oi.start_as_current_span("search") as tool:
+                            tool.set_attributes({"tool.name": "search",
+                                                 "openinference.span.kind": "TOOL"})
+                        tools.set_attribute("openinference.span.kind", "CHAIN")
+                graph.set_attribute("openinference.span.kind", "CHAIN")
+    h.flush()
+    assert [(r.run.root_name, len(r.run.calls), r.run.steps) for r in h.reports] == [
+        ("LangGraph", 2, 2), ("LangGraph", 2, 2)]
+    assert len(verdict_roots(h)) == 2

@@ -1,0 +1,56 @@
+"""The command line: demo on its embedded defaults, check."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from otel_tooleval.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_demo_runs_and_prints_verdicts(capsys: pytest.CaptureFixture[str],
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OTEL_EXPORTER_OTLP_ENDPOINT", raising=False)
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\nrun ") + out.startswith("run ") == 4
+    assert "run 1  PASS" in out and "run 2  FAIL" in out and "run 3  FAIL" in out
+    assert "FAIL  no-secrets" in out and "2 of 4 runs passed." in out
+    assert "16 gen_ai.evaluation.result events" in out
+    assert "/app/.env" not in out, "argument values never appear in explanations"
+
+
+def test_demo_console_script_on_a_fresh_process() -> None:
+    proc = subprocess.run([sys.executable, "-m", "otel_tooleval.cli", "demo"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120,
+                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
+    assert proc.returncode == 0, proc.stderr
+    assert "2 of 4 runs passed." in proc.stdout
+
+
+def test_demo_with_own_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "g.yaml").write_text(
+        "graders:\n  - {type: tool-calls, config: {disallowed: [get_weather]}}\n")
+    assert main(["demo", "--config", str(tmp_path / "g.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "run 1  FAIL" in out and "run 2  PASS" in out and "2 of 4 runs passed." in out
+
+
+def test_print_config_is_the_example_config(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--print-config"]) == 0
+    assert capsys.readouterr().out == (ROOT / "examples/plain_otel/graders.yaml").read_text()
+
+
+def test_check_valid_and_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", str(ROOT / "examples/plain_otel/graders.yaml")]) == 0
+    assert '"name": "no-secrets"' in capsys.readouterr().out
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("graders:\n  - {type: tool-calls, config: {sequence: [{name: a, final: true}]}}\n")
+    assert main(["check", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "graders[0].config.sequence[0].final: final is only allowed on required entries" in err

@@ -1,0 +1,91 @@
+"""load_config: every source form, and errors that name the field or line."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from otel_tooleval import ConfigError, load_config
+
+TEXT = """
+graders:
+  - name: must-search
+    type: tool-calls
+    agents: [researcher]
+    config: {required: [search]}
+runs: {nested_agents: separate, ignore_tools: [final_result]}
+limits: {max_open_runs: 5}
+emit: {metrics: false}
+"""
+
+
+def check(cfg: object) -> None:
+    (g,) = cfg.graders  # type: ignore[attr-defined]
+    assert (g.name, g.type, g.agents) == ("must-search", "tool-calls", frozenset({"researcher"}))
+    assert cfg.runs.nested_agents == "separate"  # type: ignore[attr-defined]
+    assert cfg.limits.max_open_runs == 5  # type: ignore[attr-defined]
+    assert cfg.emit.metrics is False  # type: ignore[attr-defined]
+    assert cfg.policy.ignores("final_result") and not cfg.policy.ignores("final_result2")  # type: ignore[attr-defined]
+
+
+def test_yaml_text_path_json_and_mapping(tmp_path: Path) -> None:
+    import yaml
+
+    check(load_config(TEXT))
+    (tmp_path / "c.yaml").write_text(TEXT)
+    check(load_config(tmp_path / "c.yaml"))
+    check(load_config(str(tmp_path / "c.yaml")))
+    (tmp_path / "c.json").write_text(json.dumps(yaml.safe_load(TEXT)))
+    check(load_config(tmp_path / "c.json"))
+    check(load_config(yaml.safe_load(TEXT)))
+
+
+def test_env_variable_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "c.yaml").write_text(TEXT)
+    monkeypatch.setenv("TOOLEVAL_CONFIG", str(tmp_path / "c.yaml"))
+    check(load_config(None))
+    monkeypatch.delenv("TOOLEVAL_CONFIG")
+    assert load_config(None).graders == ()
+
+
+def test_yaml_syntax_error_names_the_line() -> None:
+    with pytest.raises(ConfigError, match=r"line 3, column 8: mapping values"):
+        load_config("graders: []\nruns: {}\nemit: a: b\n")
+
+
+def test_missing_file_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config("does/not/exist.yaml")
+
+
+@pytest.mark.parametrize(("config", "where"), [
+    ({"grader": []}, "grader: unknown key"),
+    ({"graders": [{"config": {}}]}, "graders[0]: missing 'type'"),
+    ({"graders": [{"type": "tool_call"}]}, "graders[0].type: unknown grader type 'tool_call'"),
+    ({"graders": [5]}, "graders[0]: a grader entry must be a mapping"),
+    ({"graders": [{"type": "tool-calls", "name": "", "config": {"required": ["a"]}}]},
+     "graders[0].name: must be a non-empty string"),
+    ({"graders": [{"type": "tool-calls", "agents": "a", "config": {"required": ["a"]}}]},
+     "graders[0].agents: must be a list"),
+    ({"graders": [{"type": "tool-calls", "name": "x", "config": {"required": ["a"]}},
+                  {"type": "tool-calls", "name": "x", "config": {"required": ["a"]}}]},
+     "graders[1].name: duplicate grader name 'x'"),
+    ({"runs": {"root": "("}}, "runs.root:"),
+    ({"runs": {"ignore_tools": ["ok", "["]}}, "runs.ignore_tools:"),
+    ({"runs": {"nested_agents": "flatten"}}, "runs.nested_agents:"),
+    ({"limits": {"queue_size": 0}}, "limits.queue_size:"),
+    ({"emit": {"spans": True}}, "emit.spans: unknown key"),
+    ([1, 2], "the config must be a mapping"),
+])
+def test_errors_name_the_field(config: object, where: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config(config)  # type: ignore[arg-type]
+    assert where in str(info.value), str(info.value)
+
+
+def test_unnamed_graders_get_unique_default_names() -> None:
+    cfg = load_config({"graders": [{"type": "tool-calls", "config": {"required": ["a"]}},
+                                   {"type": "tool-calls", "config": {"required": ["b"]}}]})
+    assert [g.name for g in cfg.graders] == ["tool-calls", "tool-calls-2"]
