@@ -237,6 +237,8 @@ def tool_call_from(
         if attrs.get(key) is not None:
             call_id = str(attrs[key])
             break
+    if call_id is None and has_result:
+        call_id = _tool_message_call_id(attrs, conv)
     server = None
     for key in server_keys:
         if attrs.get(key):
@@ -257,6 +259,22 @@ def tool_call_from(
         error=record.error,
         server=server,
     )
+
+
+def _tool_message_call_id(attrs: Mapping[str, Any], conv: ToolConvention) -> str | None:
+    """LangChain keeps the call id only in the ToolMessage it records as the output."""
+    for key in conv.result:
+        raw = attrs.get(key)
+        if isinstance(raw, str) and '"tool_call_id"' in raw:
+            try:
+                doc = json.loads(raw)
+            except ValueError:
+                return None
+            data = doc.get("data") if isinstance(doc, dict) else None
+            if isinstance(data, dict) and data.get("tool_call_id"):
+                return str(data["tool_call_id"])
+            return None
+    return None
 
 
 def agent_name_of(record: SpanRecord) -> str | None:

@@ -35,7 +35,7 @@ def one_call(attrs: dict[str, Any], *, error: str | None = None) -> Any:
     # OpenInference (LangChain, OpenAI Agents, CrewAI): JSON input, ToolMessage output
     ({"tool.name": "convert", "openinference.span.kind": "TOOL", "input.value": '{"celsius": 21.0}',
       "output.value": '{"type": "tool", "data": {"content": "69.8", "tool_call_id": "x"}}'},
-     "convert", {"celsius": 21.0}, 69.8, None),
+     "convert", {"celsius": 21.0}, 69.8, "x"),
     # OpenInference bare-string input stays a string
     ({"tool.name": "lookup_city", "input.value": "paris", "output.value": "Paris, FR"},
      "lookup_city", "paris", "Paris, FR", None),
@@ -207,6 +207,7 @@ def test_langgraph_openinference_fixture() -> None:
         ("convert_temp", {"celsius": 21.0})]
     assert run.calls[0].result == "Paris, FR"
     assert run.calls[1].result == {"city": "Paris", "temp_c": 21.0}
+    assert all(c.call_id for c in run.calls), "ids come from the recorded ToolMessage"
     assert [c.step for c in run.calls] == [0, 1, 2, 2]
     assert run.final_output == "Paris 21C (69.8F), Lyon 18C"
 

@@ -1,10 +1,11 @@
 """End to end: real pydantic-ai and LangGraph runs, graded live by ``ToolEvalSpanProcessor``.
 
 Every test drives a real framework offline (scripted models, see ``tests.support.agents``) into
-a real ``TracerProvider`` whose only exporting path is the processor under test, wrapping
+a real ``TracerProvider`` with the processor under test wrapping
 ``SimpleSpanProcessor(InMemorySpanExporter())``. A second, unwrapped exporter on the same
-provider records the spans exactly as the framework ended them, so the test can tell what the
-processor changed (only the run roots, and only by adding verdicts) from what it must not touch.
+provider (the control) records the spans exactly as the framework ended them, so a test can tell
+what the processor changed (only the run roots, and only by adding verdicts) from what it must
+leave alone.
 """
 
 from __future__ import annotations
