@@ -4,11 +4,11 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .config import ConfigError, ToolEvalConfig, load_config  # noqa: E402
-from .grading import grade_run, grade_spans  # noqa: E402
-from .install import install  # noqa: E402
-from .model import AgentRun, GradeResult, RunReport, ToolCall  # noqa: E402
-from .processor import ToolEvalSpanProcessor  # noqa: E402
+from .config import ConfigError, ToolEvalConfig, load_config
+from .grading import grade_run, grade_spans
+from .model import AgentRun, GradeResult, RunReport, ToolCall
+from .processor import ToolEvalSpanProcessor
+from .providers import install
 
 __all__ = [
     "AgentRun",

@@ -11,11 +11,12 @@ from typing import Any
 from opentelemetry import context as otel_context
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
 from .model import SpanRecord
 
-__all__ = ["record_from_span", "copy_with", "suppress_instrumentation"]
+__all__ = ["copy_with", "record_from_span", "suppress_instrumentation"]
 
 try:  # the key instrumentations check before they trace anything
     from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY
@@ -62,17 +63,24 @@ def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
     """A copy of a finished span with extra attributes and events (the original is frozen)."""
     merged = dict(span.attributes or {})
     merged.update(attributes)
-    all_events = list(span.events or ())
-    all_events.extend(Event(name, BoundedAttributes(attributes=attrs, immutable=True), ts)
-                      for name, attrs, ts in events)
+    bounded = BoundedAttributes(attributes=merged, immutable=True)
+    bounded.dropped = span.dropped_attributes          # keep the original's drop counts
+    all_events: BoundedList[Event] = BoundedList(None)
+    all_events.extend(span.events or ())
+    all_events.extend([Event(name, BoundedAttributes(attributes=attrs, immutable=True), ts)
+                       for name, attrs, ts in events])
+    all_events.dropped = span.dropped_events
+    links: BoundedList[Any] = BoundedList(None)
+    links.extend(span.links or ())
+    links.dropped = span.dropped_links
     return ReadableSpan(
         name=span.name,
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=BoundedAttributes(attributes=merged, immutable=True),
+        attributes=bounded,
         events=all_events,
-        links=span.links,
+        links=links,
         kind=span.kind,
         status=span.status,
         start_time=span.start_time,

@@ -25,7 +25,6 @@ from typing import Any
 from ._compat import record_from_span
 from .config import LimitsConfig
 from .conventions import (
-    MARKER_KEYS,
     TOOL_CONVENTIONS,
     is_framework_span,
     is_model_span,
@@ -34,7 +33,7 @@ from .conventions import (
 from .model import SpanRecord
 from .trajectory import RunPolicy
 
-__all__ = ["TraceBuffers", "TraceState", "RunJob"]
+__all__ = ["RunJob", "TraceBuffers", "TraceState"]
 
 _VALUE_KEYS = tuple({k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)})
 
@@ -42,8 +41,21 @@ _VALUE_KEYS = tuple({k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.resu
 class TraceState:
     """What is kept of one trace while it is open. Plain attributes, no methods on the hot path."""
 
-    __slots__ = ("trace_id", "parents", "open", "records", "created", "tool_calls", "bytes",
-                 "open_roots", "had_runs", "graded", "run_roots", "dropped", "closed")
+    __slots__ = (
+        "bytes",
+        "closed",
+        "created",
+        "dropped",
+        "graded",
+        "had_runs",
+        "open",
+        "open_roots",
+        "parents",
+        "records",
+        "run_roots",
+        "tool_calls",
+        "trace_id",
+    )
 
     def __init__(self, trace_id: int, now: float) -> None:
         self.trace_id = trace_id

@@ -255,11 +255,7 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
     if not isinstance(source, (str, os.PathLike)):
         return config_from_mapping(source, None)
     path: Path | None = None
-    if isinstance(source, os.PathLike):
-        path = Path(source)
-    elif "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")):
-        path = Path(source)
-    elif "\n" not in source and Path(source).is_file():
+    if isinstance(source, os.PathLike) or "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")) or "\n" not in source and Path(source).is_file():
         path = Path(source)
     if path is not None:
         try:
@@ -268,7 +264,7 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
             raise ConfigError([Problem((), f"cannot read {path}: {exc.strerror or exc}")],
                               str(path)) from None
         return config_from_mapping(_parse_text(text, str(path)), str(path))
-    return config_from_mapping(_parse_text(source, None), None)
+    return config_from_mapping(_parse_text(str(source), None), None)
 
 
 def _parse_text(text: str, source: str | None) -> Any:

@@ -16,18 +16,18 @@ from typing import Any
 from .model import SpanRecord, ToolCall
 
 __all__ = [
-    "ToolConvention",
-    "TOOL_CONVENTIONS",
     "MARKER_KEYS",
-    "is_agent_span",
-    "is_model_span",
-    "is_framework_span",
-    "tool_name_of",
-    "decode_value",
-    "tool_call_from",
+    "TOOL_CONVENTIONS",
+    "ToolConvention",
     "agent_name_of",
     "assistant_text_of",
+    "decode_value",
     "final_output_of",
+    "is_agent_span",
+    "is_framework_span",
+    "is_model_span",
+    "tool_call_from",
+    "tool_name_of",
 ]
 
 # Span-kind markers: (attribute, values that mark an agent, values that mark a model call).
@@ -193,9 +193,9 @@ def _json_like(value: Any) -> Any:
 
 def _unwrap(parsed: Any) -> Any:
     if isinstance(parsed, dict):
-        if set(parsed) == {"args", "kwargs"} and isinstance(parsed["kwargs"], dict):
-            if not parsed["args"]:
-                return parsed["kwargs"]
+        if (set(parsed) == {"args", "kwargs"} and isinstance(parsed["kwargs"], dict)
+                and not parsed["args"]):
+            return parsed["kwargs"]
         if parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict) and (
             "content" in parsed["data"]
         ):
@@ -331,7 +331,7 @@ def _text_from_langchain(value: Any) -> str | None:
         if not isinstance(msg, dict):
             continue
         kind = msg.get("type")
-        data = msg.get("data") if isinstance(msg.get("data"), dict) else msg
+        data: dict[str, Any] = msg["data"] if isinstance(msg.get("data"), dict) else msg
         if kind in ("ai", "AIMessage", "assistant") or data.get("type") == "ai":
             content = data.get("content")
             if isinstance(content, str) and content:
@@ -341,7 +341,7 @@ def _text_from_langchain(value: Any) -> str | None:
 
 def _indexed_messages(attrs: Mapping[str, Any], prefix: str, role_key: str,
                       content_key: str) -> list[str]:
-    texts = []
+    texts: list[str] = []
     i = 0
     while True:
         role = attrs.get(f"{prefix}.{i}.{role_key}")

@@ -11,7 +11,7 @@ from .trajectory import build_run, find_runs
 if TYPE_CHECKING:
     from .config import ToolEvalConfig
 
-__all__ = ["grade_run", "grade_records", "grade_spans"]
+__all__ = ["grade_records", "grade_run", "grade_spans"]
 
 
 def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-__all__ = ["SpanRecord", "ToolCall", "AgentRun", "GradeResult", "RunReport", "text_of"]
+__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanRecord", "ToolCall", "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 

@@ -178,21 +178,22 @@ def find_runs(records: Iterable[SpanRecord],
             else:
                 children[s.parent_id].append(s)
 
-        def subtree(top: SpanRecord) -> list[SpanRecord]:
-            stack, seen = [top], []
-            while stack:
-                node = stack.pop()
-                seen.append(node)
-                stack.extend(children.get(node.span_id, ()))
-            return seen
-
         for local in local_roots:
-            tree = subtree(local)
+            tree = _subtree(local, children)
             roots = _run_roots(local, tree, children, policy)
             for root in roots:
-                out.append((root, tree if root is local else subtree(root)))
+                out.append((root, tree if root is local else _subtree(root, children)))
     out.sort(key=lambda pair: (pair[0].start_ns, pair[0].span_id))
     return out
+
+
+def _subtree(top: SpanRecord, children: Mapping[int, list[SpanRecord]]) -> list[SpanRecord]:
+    stack, seen = [top], []
+    while stack:
+        node = stack.pop()
+        seen.append(node)
+        stack.extend(children.get(node.span_id, ()))
+    return seen
 
 
 def _run_roots(local: SpanRecord, tree: list[SpanRecord],

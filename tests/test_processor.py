@@ -519,3 +519,26 @@ def test_framework_chain_below_plain_root_with_kinds_set_at_end(h: Harness) -> N
     assert [(r.run.root_name, len(r.run.calls), r.run.steps) for r in h.reports] == [
         ("LangGraph", 2, 2), ("LangGraph", 2, 2)]
     assert len(verdict_roots(h)) == 2
+
+
+def test_root_copy_keeps_the_original_drop_counts() -> None:
+    from opentelemetry.sdk.trace import SpanLimits, TracerProvider
+
+    h = Harness(CONFIG)
+    try:
+        provider = TracerProvider(span_limits=SpanLimits(max_span_attributes=3, max_events=1))
+        provider.add_span_processor(h.processor)
+        tracer = provider.get_tracer("t")
+        with tracer.start_as_current_span("invoke_agent a", attributes={
+                **AGENT, "a": 1, "b": 2, "c": 3, "d": 4}) as root:
+            root.add_event("one")
+            root.add_event("two")
+            with tracer.start_as_current_span("t", attributes={"gen_ai.tool.name": "search"}):
+                pass
+        h.flush()
+        (copy,) = verdict_roots(h)
+        assert copy.dropped_attributes == 2
+        assert copy.dropped_events == 1
+        assert len([e for e in copy.events if e.name == "gen_ai.evaluation.result"]) == 2
+    finally:
+        h.close()

@@ -19,7 +19,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from ..model import RunReport
 
-__all__ = ["SCRIPTS", "TOOLS", "run_scripted_agent", "run_demo", "default_config_text"]
+__all__ = ["SCRIPTS", "TOOLS", "default_config_text", "run_demo", "run_scripted_agent"]
 
 Turn = list[tuple[str, dict[str, Any]]]
 
@@ -119,7 +119,7 @@ def run_demo(config: Any = None, *, out: TextIO | None = None,
     from opentelemetry.sdk.trace.export import SimpleSpanProcessor
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from ..install import install
+    from ..providers import install
     from .table import render_reports
 
     out = out or sys.stdout
@@ -137,7 +137,7 @@ def run_demo(config: Any = None, *, out: TextIO | None = None,
     else:
         from ..processor import ToolEvalSpanProcessor
 
-        spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()
+        spans, logs = InMemorySpanExporter(), InMemoryLogRecordExporter()  # type: ignore[no-untyped-call]
         reader = InMemoryMetricReader()
         logger_provider = LoggerProvider()
         logger_provider.add_log_record_processor(SimpleLogRecordProcessor(logs))
@@ -162,7 +162,7 @@ def run_demo(config: Any = None, *, out: TextIO | None = None,
                     "Set OTEL_EXPORTER_OTLP_ENDPOINT to export them over OTLP.")
 
     tracer = provider.get_tracer("otel_tooleval.demo")
-    descriptions = {}
+    descriptions: dict[int, str] = {}
     for description, turns in SCRIPTS:
         run_scripted_agent(tracer, turns)
         descriptions[len(descriptions)] = description

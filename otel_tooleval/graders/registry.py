@@ -14,14 +14,14 @@ from pydantic import BaseModel, ValidationError
 from ..model import AgentRun, GradeResult
 
 __all__ = [
+    "REGISTRY",
     "Grader",
     "GraderFamily",
     "GradingConfigError",
     "Problem",
-    "REGISTRY",
-    "register",
     "family_for",
     "problems_from_validation",
+    "register",
 ]
 
 Loc = tuple[str | int, ...]

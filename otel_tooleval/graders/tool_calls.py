@@ -22,7 +22,7 @@ from .registry import (
     register,
 )
 
-__all__ = ["ToolMatch", "ToolCallsParams", "ToolCallsGrader"]
+__all__ = ["ToolCallsGrader", "ToolCallsParams", "ToolMatch"]
 
 TYPE = "tool-calls"
 
@@ -87,12 +87,12 @@ class ToolMatch(DisallowedMatch):
 
     @model_validator(mode="after")
     def _steps(self) -> ToolMatch:
-        if self.at_step is not None and self.before_step is not None:
-            if self.at_step >= self.before_step:
-                raise ValueError(
-                    f"at_step ({self.at_step}) must be less than before_step "
-                    f"({self.before_step}): no step could satisfy both"
-                )
+        if (self.at_step is not None and self.before_step is not None
+                and self.at_step >= self.before_step):
+            raise ValueError(
+                f"at_step ({self.at_step}) must be less than before_step "
+                f"({self.before_step}): no step could satisfy both"
+            )
         return self
 
 
@@ -135,7 +135,7 @@ _ROLE_ONLY = {
 class _Matcher:
     """A compiled ToolMatch."""
 
-    __slots__ = ("spec", "label", "name", "command", "path", "args", "result")
+    __slots__ = ("args", "command", "label", "name", "path", "result", "spec")
 
     def __init__(self, spec: SequenceMatch | DisallowedMatch | ToolMatch) -> None:
         self.spec = spec

@@ -8,6 +8,7 @@ timeouts), read by the OTLP exporters themselves. ``OTEL_EXPORTER_OTLP_PROTOCOL`
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,9 +36,15 @@ class Installation:
     processor: ToolEvalSpanProcessor
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        ok = self.tracer_provider.force_flush(timeout_millis)
-        ok = self.logger_provider.force_flush(timeout_millis) and ok
-        return bool(self.meter_provider.force_flush(timeout_millis)) and ok
+        """Flush traces (grading included), then logs, then metrics, within one deadline."""
+        deadline = time.monotonic() + timeout_millis / 1000
+
+        def left() -> int:
+            return max(int((deadline - time.monotonic()) * 1000), 0)
+
+        ok = self.tracer_provider.force_flush(left())
+        ok = self.logger_provider.force_flush(left()) and ok
+        return bool(self.meter_provider.force_flush(left())) and ok
 
     def shutdown(self) -> None:
         self.tracer_provider.shutdown()
@@ -50,22 +57,22 @@ def otlp_exporters(protocol: str | None = None
     """OTLP exporters for traces, metrics and logs over ``grpc`` or ``http/protobuf``."""
     protocol = protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     if protocol == "grpc":
-        from opentelemetry.exporter.otlp.proto.grpc._log_exporter import OTLPLogExporter
-        from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+        from opentelemetry.exporter.otlp.proto.grpc import _log_exporter as logs
+        from opentelemetry.exporter.otlp.proto.grpc import metric_exporter as metrics_
+        from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as traces
     elif protocol in ("http/protobuf", "http"):
-        from opentelemetry.exporter.otlp.proto.http._log_exporter import (  # type: ignore[no-redef]
-            OTLPLogExporter,
+        from opentelemetry.exporter.otlp.proto.http import (  # type: ignore[no-redef]
+            _log_exporter as logs,
         )
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[no-redef]
-            OTLPMetricExporter,
+        from opentelemetry.exporter.otlp.proto.http import (  # type: ignore[no-redef]
+            metric_exporter as metrics_,
         )
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[no-redef]
-            OTLPSpanExporter,
+        from opentelemetry.exporter.otlp.proto.http import (  # type: ignore[no-redef]
+            trace_exporter as traces,
         )
     else:
         raise ValueError(f"unsupported OTLP protocol {protocol!r} (use grpc or http/protobuf)")
-    return OTLPSpanExporter(), OTLPMetricExporter(), OTLPLogExporter()
+    return traces.OTLPSpanExporter(), metrics_.OTLPMetricExporter(), logs.OTLPLogExporter()
 
 
 def install(config: Any = None, *, service_name: str | None = None,
