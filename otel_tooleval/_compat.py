@@ -39,23 +39,52 @@ def error_of(span: ReadableSpan) -> str | None:
     return "error"
 
 
+def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
+    """The span's attributes as the SDK's own plain dict, for fast lookups.
+
+    ``span.attributes`` wraps the SDK's ``BoundedAttributes`` in a new read-only view on every
+    access, and every ``get`` then runs Python code (a miss raises and catches KeyError): about
+    20 times slower than a dict lookup. The dict is frozen once the span has ended; for an open
+    span, callers only look keys up, or copy it (see ``record_from_span``).
+    """
+    attrs = getattr(span, "_attributes", None)
+    inner = getattr(attrs, "_dict", None)
+    if isinstance(inner, dict):
+        return inner
+    value = span.attributes
+    return value if value is not None else {}
+
+
 def record_from_span(span: ReadableSpan) -> SpanRecord:
-    """A SpanRecord viewing a span (open or ended); attributes are not copied."""
+    """A SpanRecord of a span; attributes of an ended span are not copied."""
     ctx = span.context
     parent = span.parent
     scope = span.instrumentation_scope
+    end = span.end_time
+    attrs = attributes_of(span)
+    if end is None:  # still open: take a snapshot, the application may still set attributes
+        attrs = _snapshot(attrs)
     return SpanRecord(
-        trace_id=ctx.trace_id if ctx else 0,
-        span_id=ctx.span_id if ctx else 0,
-        parent_id=parent.span_id if parent is not None else 0,
-        name=span.name,
-        start_ns=span.start_time or 0,
-        end_ns=span.end_time,
-        attributes=span.attributes if span.attributes is not None else {},
-        error=error_of(span) if span.end_time is not None else None,
-        parent_remote=bool(parent is not None and parent.is_remote),
-        scope=scope.name if scope is not None else "",
+        ctx.trace_id if ctx else 0,
+        ctx.span_id if ctx else 0,
+        parent.span_id if parent is not None else 0,
+        span.name,
+        span.start_time or 0,
+        end,
+        attrs,
+        error_of(span) if end is not None else None,
+        bool(parent is not None and parent.is_remote),
+        scope.name if scope is not None else "",
     )
+
+
+def _snapshot(attrs: Mapping[str, Any]) -> dict[str, Any]:
+    for _ in range(3):
+        try:
+            return dict(attrs)
+        except RuntimeError:  # changed size while copying: another thread is setting one
+            continue
+    return {}
 
 
 def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],

@@ -18,11 +18,11 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compat import record_from_span
+from ._compat import attributes_of, record_from_span
 from .config import LimitsConfig
 from .conventions import (
     TOOL_CONVENTIONS,
@@ -106,6 +106,10 @@ class TraceBuffers:
         self._lock = threading.Lock()
         self._traces: dict[int, TraceState] = {}
         self._tombstones: dict[int, float] = {}   # trace id -> expiry (insertion ordered)
+        # Plain attributes: the hot path reads these for every span.
+        self._max_spans = limits.max_spans_per_trace
+        self._max_calls = limits.max_calls_per_run
+        self._max_bytes = limits.max_run_bytes
         self.counts: Counter[str] = Counter()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -200,63 +204,59 @@ class TraceBuffers:
             state = self._new_trace(ctx.trace_id, local_root)
             if state is None:
                 return
-        if len(state.parents) >= self.limits.max_spans_per_trace:
+        parents = state.parents
+        if len(parents) >= self._max_spans:
             self._drop("max_spans_per_trace", trace=state)
             return
-        state.parents[ctx.span_id] = 0 if local_root else parent.span_id
-        state.open[ctx.span_id] = span
+        sid = ctx.span_id
+        parents[sid] = 0 if local_root else parent.span_id
+        state.open[sid] = span
         if local_root:
             state.open_roots += 1
 
     def on_end(self, span: Any) -> EndOutcome:
         ctx = span.context
         state = self._traces.get(ctx.trace_id)
-        attrs = span.attributes
-        if state is None or ctx.span_id not in state.parents:
+        sid = ctx.span_id
+        attrs = attributes_of(span)
+        if state is None or sid not in state.parents:
             if state is None and ctx.trace_id in self._tombstones and tool_name_of(attrs):
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
             return _NOTHING
-        sid = ctx.span_id
         state.open.pop(sid, None)
         parent = span.parent
         local_root = parent is None or parent.is_remote
-        policy = self.policy
-        tool = tool_name_of(attrs)
-        agent = policy.is_agent(attrs, span.name)
-        if tool is not None:
+        agent = self.policy.is_agent(attrs, span.name)
+        if tool_name_of(attrs) is not None:
             if state.graded and self._under(state, sid, state.graded):
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
-            elif state.tool_calls >= self.limits.max_calls_per_run:
+            elif state.tool_calls >= self._max_calls:
                 self._drop("max_calls_per_run", trace=state)
             else:
                 state.tool_calls += 1
-                state.records.append(self._bounded(state, span))
+                state.records.append(self._bounded(state, span, attrs))
         elif agent or is_model_span(attrs):
             state.records.append(span)
-        if not (agent or local_root or (state.run_roots and sid in state.run_roots)):
-            return _NOTHING
-        return self._decide(state, span, sid, local_root)
+        if agent or local_root or (state.run_roots and sid in state.run_roots):
+            return self._decide(state, span, sid, local_root)
+        return _NOTHING
 
-    def _bounded(self, state: TraceState, span: Any) -> Any:
-        attrs = span.attributes
+    def _bounded(self, state: TraceState, span: Any, attrs: Mapping[str, Any]) -> Any:
         size = 0
         for key in _VALUE_KEYS:
             value = attrs.get(key)
-            if isinstance(value, str):
+            if value.__class__ is str:
                 size += len(value)
         state.bytes += size
-        if state.bytes <= self.limits.max_run_bytes:
+        if state.bytes <= self._max_bytes:
             return span
         # Over budget: keep the call, drop its argument and result values.
         state.bytes -= size
         self._drop("max_run_bytes", trace=state)
-        record = record_from_span(span)
-        kept = {k: v for k, v in attrs.items() if k not in _VALUE_KEYS}
-        return SpanRecord(record.trace_id, record.span_id, record.parent_id, record.name,
-                          record.start_ns, record.end_ns, kept, record.error,
-                          record.parent_remote, record.scope)
+        return record_from_span(span)._replace(
+            attributes={k: v for k, v in attrs.items() if k not in _VALUE_KEYS})
 
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
@@ -284,7 +284,7 @@ class TraceBuffers:
             ancestor = state.open.get(pid)
             if ancestor is None:
                 break       # the chain leaves what we saw start: treat it as the top
-            attrs = ancestor.attributes
+            attrs = attributes_of(ancestor)
             if policy.is_agent(attrs, ancestor.name):
                 return self._nested(state, span)
             if policy.root == "auto" and is_framework_span(attrs, _scope(ancestor)):
@@ -310,7 +310,8 @@ class TraceBuffers:
     def _end_local_root(self, state: TraceState, span: Any) -> EndOutcome:
         state.open_roots -= 1
         out = _NOTHING
-        if self.policy.local_root_is_run(record_from_span(span), had_agent_runs=state.had_runs,
+        if self.policy.local_root_is_run(attributes_of(span), span.name, _scope(span),
+                                         had_agent_runs=state.had_runs,
                                          has_tool_calls=state.tool_calls > 0):
             out = self._run(state, span, outermost=True)
         if state.open_roots <= 0:
@@ -350,15 +351,18 @@ class TraceBuffers:
         still_open = list(state.open.copy().values())
         out: list[SpanRecord] = []
         for item in ended:
-            record = item if isinstance(item, SpanRecord) else record_from_span(item)
-            if record.span_id != root_id and below(record.parent_id):
-                out.append(record)
-        for span in still_open:
-            if tool_name_of(span.attributes or {}) is None:
+            if isinstance(item, SpanRecord):
+                if item.span_id != root_id and below(item.parent_id):
+                    out.append(item)
                 continue
-            record = record_from_span(span)
-            if below(record.parent_id):
-                out.append(record)
+            parent = item.parent
+            if parent is not None and item.context.span_id != root_id and below(parent.span_id):
+                out.append(record_from_span(item))
+        for span in still_open:
+            parent = span.parent
+            if (parent is not None and tool_name_of(attributes_of(span)) is not None
+                    and below(parent.span_id)):
+                out.append(record_from_span(span))
         return out
 
     def release(self, job: RunJob, members: Iterable[SpanRecord]) -> None:

@@ -7,13 +7,13 @@ values are decoded only when a run is graded.
 
 from __future__ import annotations
 
-import ast
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .model import SpanRecord, ToolCall
+from .values import decode_value
 
 __all__ = [
     "MARKER_KEYS",
@@ -147,63 +147,6 @@ def _convention_of(attrs: Mapping[str, Any]) -> ToolConvention | None:
     return None
 
 
-def decode_value(value: Any) -> Any:
-    """Decode an attribute value: JSON text parsed, Python-literal dicts parsed safely.
-
-    smolagents' and Traceloop's ``{"args": [], "kwargs": {...}}`` envelope is unwrapped to the
-    keyword arguments, and a LangChain ``ToolMessage`` (``{"type": "tool", "data": {...}}``) to
-    its content. Anything unparsable stays as it is.
-    """
-    if isinstance(value, (tuple, list)):
-        return [decode_value(v) for v in value]
-    if not isinstance(value, str):
-        return value
-    text = value.strip()
-    if not text:
-        return value
-    parsed: Any
-    try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError):
-        if text[0] not in "{[(" or len(text) > 1_000_000:
-            return value
-        try:
-            # Literal syntax only: ast.literal_eval never calls or imports anything.
-            parsed = ast.literal_eval(text)
-        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-            return value
-        if not isinstance(parsed, (dict, list, tuple)):
-            return value
-        parsed = _json_like(parsed)
-    return _unwrap(parsed)
-
-
-def _json_like(value: Any) -> Any:
-    """Python literals as the JSON shapes graders compare against: tuples and sets as lists."""
-    if isinstance(value, dict):
-        return {k if isinstance(k, str) else str(k): _json_like(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_json_like(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return [_json_like(v) for v in sorted(value, key=repr)]
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    return value
-
-
-def _unwrap(parsed: Any) -> Any:
-    if isinstance(parsed, dict):
-        if (set(parsed) == {"args", "kwargs"} and isinstance(parsed["kwargs"], dict)
-                and not parsed["args"]):
-            return parsed["kwargs"]
-        if parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict) and (
-            "content" in parsed["data"]
-        ):
-            content = parsed["data"]["content"]
-            return decode_value(content) if isinstance(content, str) else content
-    return parsed
-
-
 def tool_call_from(
     record: SpanRecord,
     *,
@@ -221,17 +164,18 @@ def tool_call_from(
     arguments: Any = None
     for key in conv.arguments:
         if key in attrs:
-            arguments = decode_value(attrs[key])
+            arguments = attrs[key]
             break
     has_result = False
     result: Any = None
+    error = record.error
     if not pending:
         for key in conv.result:
             if key in attrs:
-                result, has_result = decode_value(attrs[key]), True
+                result, has_result = attrs[key], True
                 break
-        if not has_result and record.error is not None:
-            result, has_result = record.error, True
+        if not has_result and error is not None:
+            result, has_result = error, True
     call_id = None
     for key in conv.call_id:
         if attrs.get(key) is not None:
@@ -244,21 +188,10 @@ def tool_call_from(
         if attrs.get(key):
             server = str(attrs[key])
             break
-    return ToolCall(
-        name=name,
-        index=index,
-        arguments=arguments,
-        result=result,
-        has_result=has_result,
-        call_id=call_id,
-        span_id=record.span_id,
-        start_ns=record.start_ns,
-        end_ns=None if pending else record.end_ns,
-        step=step,
-        pending=pending,
-        error=record.error,
-        server=server,
-    )
+    # Values stay raw here; ToolCall decodes them on first use.
+    return ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
+                    record.start_ns, None if pending else record.end_ns, step, pending, error,
+                    server)
 
 
 def _tool_message_call_id(attrs: Mapping[str, Any], conv: ToolConvention) -> str | None:

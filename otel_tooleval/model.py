@@ -11,20 +11,22 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
+
+from .values import decode_value
 
 __all__ = ["AgentRun", "GradeResult", "RunReport", "SpanRecord", "ToolCall", "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-@dataclass(frozen=True, slots=True)
-class SpanRecord:
+class SpanRecord(NamedTuple):
     """The parts of one span the core needs, whatever it was read from.
 
     ``parent_id`` is 0 for a span without a parent; ``parent_remote`` marks a parent in another
     process. ``end_ns`` is None while the span is still open. ``attributes`` is the span's own
-    mapping (never copied on the hot path).
+    mapping (never copied for an ended span). A named tuple rather than a frozen dataclass:
+    one is built per span on the grading thread, and a tuple costs a quarter as much.
     """
 
     trace_id: int
@@ -33,7 +35,7 @@ class SpanRecord:
     name: str
     start_ns: int
     end_ns: int | None
-    attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    attributes: Mapping[str, Any] = _EMPTY
     error: str | None = None
     parent_remote: bool = False
     scope: str = ""
@@ -43,20 +45,28 @@ class SpanRecord:
         return self.parent_id == 0 or self.parent_remote
 
 
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One tool invocation of an agent run, in call order.
+_UNSET: Any = object()
 
-    ``arguments`` and ``result`` hold parsed JSON where the span held JSON text, else the text.
+
+@dataclass(slots=True, eq=False)
+class ToolCall:
+    """One tool invocation of an agent run, in call order. Treat it as immutable.
+
+    ``arguments`` and ``result`` hold parsed JSON where the span held JSON text, else the text;
+    they are decoded on first use, so graders that look only at names never pay for parsing.
     ``has_result`` tells a missing result from a ``None`` result. ``step`` is the 0-based agent
     turn (model response) the call was issued in. A call is ``pending`` when its span had not
     ended when the run's root ended.
+
+    Not a frozen dataclass: frozen construction goes through ``object.__setattr__`` per field
+    and costs about seven times as much (measured: 2.1 µs against 0.3 µs), and every run builds
+    one per call on the grading thread.
     """
 
     name: str
     index: int
-    arguments: Any = None
-    result: Any = None
+    raw_arguments: Any = None
+    raw_result: Any = None
     has_result: bool = False
     call_id: str | None = None
     span_id: int = 0
@@ -66,6 +76,20 @@ class ToolCall:
     pending: bool = False
     error: str | None = None
     server: str | None = None
+    decoded_arguments: Any = field(default=_UNSET, repr=False)
+    decoded_result: Any = field(default=_UNSET, repr=False)
+
+    @property
+    def arguments(self) -> Any:
+        if self.decoded_arguments is _UNSET:
+            self.decoded_arguments = decode_value(self.raw_arguments)
+        return self.decoded_arguments
+
+    @property
+    def result(self) -> Any:
+        if self.decoded_result is _UNSET:
+            self.decoded_result = decode_value(self.raw_result)
+        return self.decoded_result
 
     @property
     def completed(self) -> bool:
@@ -79,8 +103,9 @@ class ToolCall:
 
     def argument(self, key: str) -> Any:
         """The named argument, or None when the arguments are not an object or lack it."""
-        if isinstance(self.arguments, Mapping):
-            return self.arguments.get(key)
+        args = self.arguments
+        if isinstance(args, Mapping):
+            return args.get(key)
         return None
 
     @property
@@ -89,6 +114,18 @@ class ToolCall:
         if not self.has_result:
             return None
         return text_of(self.result)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ToolCall):
+            return NotImplemented
+        return (self.name, self.index, self.arguments, self.result, self.has_result,
+                self.call_id, self.span_id, self.start_ns, self.end_ns, self.step, self.pending,
+                self.error, self.server) == (
+            other.name, other.index, other.arguments, other.result, other.has_result,
+            other.call_id, other.span_id, other.start_ns, other.end_ns, other.step,
+            other.pending, other.error, other.server)
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,15 +54,15 @@ class RunPolicy:
             return True
         return any(_matches_name(p, attrs, name) for p in self.agent_span_names)
 
-    def local_root_is_run(self, record: SpanRecord, *, had_agent_runs: bool,
-                          has_tool_calls: bool) -> bool:
+    def local_root_is_run(self, attrs: Mapping[str, Any], name: str, scope: str, *,
+                          had_agent_runs: bool, has_tool_calls: bool) -> bool:
         """Decide, when a local root ends, whether it is itself a run root."""
         if self.root == "local_root":
             return True
-        agent = self.is_agent(record.attributes, record.name)
+        agent = self.is_agent(attrs, name)
         if self.root != "auto":
             return agent
-        if agent or is_framework_span(record.attributes, record.scope):
+        if agent or is_framework_span(attrs, scope):
             return True
         # Neither framework nor agent spans: the local root is the run, but only when there
         # is something to grade, so plain HTTP traces without tool calls are left alone.
@@ -240,6 +240,7 @@ def _run_roots(local: SpanRecord, tree: list[SpanRecord],
     if outer:
         return outer + separate
     has_tools = any(tool_name_of(s.attributes) is not None for s in tree if s is not local)
-    if policy.local_root_is_run(local, had_agent_runs=False, has_tool_calls=has_tools):
+    if policy.local_root_is_run(local.attributes, local.name, local.scope,
+                                had_agent_runs=False, has_tool_calls=has_tools):
         return [local]
     return []

@@ -38,7 +38,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -129,7 +129,7 @@ class Workload:
         return 1 + self.turns + self.calls
 
 
-def _turns(workload: Workload):
+def _turns(workload: Workload) -> Iterator[tuple[tuple[str, str, str, str], ...]]:
     plan = workload.plan
     for start in range(0, len(plan), workload.per_turn):
         yield plan[start:start + workload.per_turn]

@@ -1,0 +1,66 @@
+"""Decoding attribute values: JSON text, Python literals, and the envelopes frameworks add."""
+
+from __future__ import annotations
+
+import ast
+import json
+from typing import Any
+
+__all__ = ["decode_value"]
+
+
+def decode_value(value: Any) -> Any:
+    """Decode an attribute value: JSON text parsed, Python-literal dicts parsed safely.
+
+    smolagents' and Traceloop's ``{"args": [], "kwargs": {...}}`` envelope is unwrapped to the
+    keyword arguments, and a LangChain ``ToolMessage`` (``{"type": "tool", "data": {...}}``) to
+    its content. Anything unparsable stays as it is.
+    """
+    if isinstance(value, (tuple, list)):
+        return [decode_value(v) for v in value]
+    if not isinstance(value, str):
+        return value
+    text = value.strip()
+    if not text:
+        return value
+    parsed: Any
+    try:
+        parsed = json.loads(text)
+    except (ValueError, RecursionError):
+        if text[0] not in "{[(" or len(text) > 1_000_000:
+            return value
+        try:
+            # Literal syntax only: ast.literal_eval never calls or imports anything.
+            parsed = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return value
+        if not isinstance(parsed, (dict, list, tuple)):
+            return value
+        parsed = _json_like(parsed)
+    return _unwrap(parsed)
+
+
+def _json_like(value: Any) -> Any:
+    """Python literals as the JSON shapes graders compare against: tuples and sets as lists."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, str) else str(k): _json_like(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_like(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return [_json_like(v) for v in sorted(value, key=repr)]
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _unwrap(parsed: Any) -> Any:
+    if isinstance(parsed, dict):
+        if (set(parsed) == {"args", "kwargs"} and isinstance(parsed["kwargs"], dict)
+                and not parsed["args"]):
+            return parsed["kwargs"]
+        if parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict) and (
+            "content" in parsed["data"]
+        ):
+            content = parsed["data"]["content"]
+            return decode_value(content) if isinstance(content, str) else content
+    return parsed
