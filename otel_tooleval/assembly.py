@@ -1,14 +1,14 @@
 """Per-trace buffers of the live processor: bounded, thread-safe, with late-span tombstones.
 
-The application thread calls ``on_start`` / ``on_end`` from inside ``span.end()``. They do dict
-lookups and appends on the span's trace state; the lock covers only creating, evicting and
-removing trace states (single dict and list operations are atomic under the GIL). All decoding,
-run building and grading happen later, on the grading thread, from a ``RunJob``.
+The application thread calls ``on_start`` / ``on_end`` from inside ``span.end()``. They do a
+few dict lookups and an append on the span's trace state; the lock covers only creating,
+evicting and removing trace states (single dict and list operations are atomic under the GIL).
+All decoding, run building and grading happen later, on the grading thread, from a ``RunJob``.
 
-Run roots are decided as spans end (SEMANTICS 1):
-- an agent span with an agent ancestor is nested (merged into the outer run);
-- an agent span under an open framework span whose kind is not known yet (OpenInference sets
-  every attribute when a span ends) waits, held, until that ancestor ends and shows its kind;
+Run roots are decided as spans end (SEMANTICS 1), the same way ``trajectory.find_runs``
+decides them over finished traces:
+- an agent span below an agent span is nested (merged into the outer run);
+- an agent span below a framework span is part of the outermost framework span's run;
 - any other agent span is a run root, graded as soon as it ends;
 - a local root is a run when ``RunPolicy.local_root_is_run`` says so.
 """
@@ -22,20 +22,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compat import attributes_of, record_from_span
+from ._compat import attributes_of, hot_fields, record_from_span
 from .config import LimitsConfig
 from .conventions import (
+    AGENT,
+    MODEL,
+    TOOL,
     TOOL_CONVENTIONS,
     is_framework_span,
-    is_model_span,
-    tool_name_of,
+    span_kind,
 )
 from .model import SpanRecord
 from .trajectory import RunPolicy
 
 __all__ = ["RunJob", "TraceBuffers", "TraceState"]
 
-_VALUE_KEYS = tuple({k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)})
+_VALUE_KEYS = tuple(dict.fromkeys(k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)))
+# The primary argument and result attributes of each convention, sized on the hot path.
+_SIZED_KEYS = tuple(dict.fromkeys(k for c in TOOL_CONVENTIONS for k in (c.arguments[0], c.result[0])))
 
 
 class TraceState:
@@ -48,12 +52,13 @@ class TraceState:
         "dropped",
         "graded",
         "had_runs",
+        "models",
         "open",
         "open_roots",
         "parents",
-        "records",
         "run_roots",
         "tool_calls",
+        "tools",
         "trace_id",
     )
 
@@ -61,7 +66,8 @@ class TraceState:
         self.trace_id = trace_id
         self.parents: dict[int, int] = {}      # span id -> local parent id (0: local root)
         self.open: dict[int, Any] = {}         # span id -> live span, until it ends
-        self.records: list[Any] = []           # ended tool / model / agent spans
+        self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
+        self.models: list[Any] = []            # ended model-call spans
         self.created = now
         self.tool_calls = 0
         self.bytes = 0
@@ -110,6 +116,7 @@ class TraceBuffers:
         self._max_spans = limits.max_spans_per_trace
         self._max_calls = limits.max_calls_per_run
         self._max_bytes = limits.max_run_bytes
+        self._named_agents = bool(policy.agent_span_names) or policy.root_pattern is not None
         self.counts: Counter[str] = Counter()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -196,8 +203,7 @@ class TraceBuffers:
     # -- hot path ----------------------------------------------------------------------------
 
     def on_start(self, span: Any) -> None:
-        ctx = span.context
-        parent = span.parent
+        ctx, parent, _ = hot_fields(span)
         local_root = parent is None or parent.is_remote
         state = self._traces.get(ctx.trace_id)
         if state is None:
@@ -215,20 +221,19 @@ class TraceBuffers:
             state.open_roots += 1
 
     def on_end(self, span: Any) -> EndOutcome:
-        ctx = span.context
+        ctx, parent, attrs = hot_fields(span)
         state = self._traces.get(ctx.trace_id)
         sid = ctx.span_id
-        attrs = attributes_of(span)
+        kind = span_kind(attrs)
+        if self._named_agents and self.policy.is_agent(attrs, span.name):
+            kind |= AGENT
         if state is None or sid not in state.parents:
-            if state is None and ctx.trace_id in self._tombstones and tool_name_of(attrs):
+            if kind & TOOL and state is None and ctx.trace_id in self._tombstones:
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
             return _NOTHING
         state.open.pop(sid, None)
-        parent = span.parent
-        local_root = parent is None or parent.is_remote
-        agent = self.policy.is_agent(attrs, span.name)
-        if tool_name_of(attrs) is not None:
+        if kind & TOOL:
             if state.graded and self._under(state, sid, state.graded):
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
@@ -236,23 +241,25 @@ class TraceBuffers:
                 self._drop("max_calls_per_run", trace=state)
             else:
                 state.tool_calls += 1
-                state.records.append(self._bounded(state, span, attrs))
-        elif agent or is_model_span(attrs):
-            state.records.append(span)
-        if agent or local_root or (state.run_roots and sid in state.run_roots):
-            return self._decide(state, span, sid, local_root)
+                size = 0
+                for key in _SIZED_KEYS:
+                    value = attrs.get(key)
+                    if value.__class__ is str:
+                        size += len(value)
+                state.bytes += size
+                state.tools.append(span if state.bytes <= self._max_bytes
+                                   else self._stripped(state, span, attrs, size))
+        elif kind & MODEL:
+            state.models.append(span)
+        if parent is None or parent.is_remote:
+            return self._end_local_root(state, span)
+        if kind & AGENT or (state.run_roots and sid in state.run_roots):
+            return self._decide(state, span, sid)
         return _NOTHING
 
-    def _bounded(self, state: TraceState, span: Any, attrs: Mapping[str, Any]) -> Any:
-        size = 0
-        for key in _VALUE_KEYS:
-            value = attrs.get(key)
-            if value.__class__ is str:
-                size += len(value)
-        state.bytes += size
-        if state.bytes <= self._max_bytes:
-            return span
-        # Over budget: keep the call, drop its argument and result values.
+    def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any],
+                  size: int) -> SpanRecord:
+        """Over the run's byte budget: keep the call, drop its argument and result values."""
         state.bytes -= size
         self._drop("max_run_bytes", trace=state)
         return record_from_span(span)._replace(
@@ -260,9 +267,7 @@ class TraceBuffers:
 
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
-    def _decide(self, state: TraceState, span: Any, sid: int, local_root: bool) -> EndOutcome:
-        if local_root:
-            return self._end_local_root(state, span)
+    def _decide(self, state: TraceState, span: Any, sid: int) -> EndOutcome:
         if sid in state.run_roots:
             return self._run(state, span, outermost=True)
         return self._place(state, span, state.parents.get(sid, 0))
@@ -330,8 +335,8 @@ class TraceBuffers:
             pid = parents.get(pid, 0)
         return False
 
-    def members(self, job: RunJob) -> list[SpanRecord]:
-        """The records below a run root: ended relevant spans and still-open tool spans."""
+    def members(self, job: RunJob) -> tuple[list[SpanRecord], list[SpanRecord]]:
+        """The tool and model-call records below a run root, still-open tool spans included."""
         state = job.trace
         root_id = job.root.context.span_id
         parents = state.parents
@@ -347,33 +352,33 @@ class TraceBuffers:
                 memo[p] = verdict
             return verdict
 
-        ended = list(state.records)
-        still_open = list(state.open.copy().values())
-        out: list[SpanRecord] = []
-        for item in ended:
-            if isinstance(item, SpanRecord):
-                if item.span_id != root_id and below(item.parent_id):
-                    out.append(item)
-                continue
-            parent = item.parent
-            if parent is not None and item.context.span_id != root_id and below(parent.span_id):
-                out.append(record_from_span(item))
-        for span in still_open:
-            parent = span.parent
-            if (parent is not None and tool_name_of(attributes_of(span)) is not None
-                    and below(parent.span_id)):
-                out.append(record_from_span(span))
-        return out
+        def collect(items: list[Any]) -> list[SpanRecord]:
+            out = []
+            for item in items:
+                record = item if isinstance(item, SpanRecord) else record_from_span(item)
+                if record.span_id != root_id and below(record.parent_id):
+                    out.append(record)
+            return out
 
-    def release(self, job: RunJob, members: Iterable[SpanRecord]) -> None:
+        tools = collect(list(state.tools))
+        for span in list(state.open.copy().values()):
+            if span_kind(attributes_of(span)) & TOOL:
+                record = record_from_span(span)
+                if below(record.parent_id):
+                    tools.append(record)
+        return tools, collect(list(state.models))
+
+    def release(self, job: RunJob, tools: Iterable[SpanRecord],
+                models: Iterable[SpanRecord]) -> None:
         """Free the records of a graded outermost run (late children hit the tombstone)."""
         if not job.outermost:
             return
-        gone = {m.span_id for m in members}
-        gone.add(job.root.context.span_id)
+        gone = {m.span_id for m in tools}
+        gone.update(m.span_id for m in models)
         state = job.trace
         with self._lock:
-            state.records = [r for r in state.records if _sid(r) not in gone]
+            state.tools = [r for r in state.tools if _sid(r) not in gone]
+            state.models = [r for r in state.models if _sid(r) not in gone]
 
 
 def _sid(item: Any) -> int:

@@ -224,11 +224,10 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
     if problems:
         raise ConfigError(problems, source)
     runs = top.runs
-    root: str | re.Pattern[str] = runs.root
-    if root not in ("auto", "local_root", "agent"):
-        root = re.compile(runs.root)
+    named_root = runs.root in ("auto", "local_root", "agent")
     policy = RunPolicy(
-        root=root,
+        root=runs.root if named_root else "pattern",
+        root_pattern=None if named_root else re.compile(runs.root),
         nested_agents=runs.nested_agents,
         agent_span_names=_compile_all(runs.agent_span_names),
         ignore_tools=_compile_all(runs.ignore_tools),

@@ -98,6 +98,35 @@ TOOL_CONVENTIONS: tuple[ToolConvention, ...] = (
 _SYNTHESIZED = "tool.synthesized"
 
 
+TOOL, AGENT, MODEL = 1, 2, 4
+_KIND_BITS: dict[str, dict[str, int]] = {
+    key: {**{v: AGENT for v in agents}, **{v: MODEL for v in models}}
+    for key, agents, models in _KIND_MARKERS
+}
+_OP, _OI, _TL = MARKER_KEYS
+
+
+def span_kind(attrs: Mapping[str, Any]) -> int:
+    """TOOL, AGENT and MODEL bits of a span, in a handful of dict lookups (the hot path).
+
+    Equivalent to ``tool_name_of`` / ``is_agent_span`` / ``is_model_span`` together.
+    """
+    kind = 0
+    get = attrs.get
+    op, oi, tl = get(_OP), get(_OI), get(_TL)
+    if op is not None:
+        kind |= _KIND_BITS[_OP].get(op, 0)
+    if oi is not None:
+        kind |= _KIND_BITS[_OI].get(oi, 0)
+    if tl is not None:
+        kind |= _KIND_BITS[_TL].get(tl, 0)
+    if (get("gen_ai.tool.name") is not None or get("tool.name") is not None or (
+            tl == "tool" and get("traceloop.entity.name") is not None)) and (
+            get(_SYNTHESIZED) is not True):
+        kind |= TOOL
+    return kind
+
+
 def is_agent_span(attrs: Mapping[str, Any]) -> bool:
     """True for a span marked as an agent (or workflow) invocation under any convention."""
     for key, agents, _ in _KIND_MARKERS:

@@ -28,7 +28,7 @@ from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics, root_attributes, span_events
 from .grading import grade_run
 from .model import RunReport
-from .trajectory import build_run
+from .trajectory import run_from
 
 __all__ = ["ToolEvalSpanProcessor"]
 
@@ -186,11 +186,11 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _grade_and_forward(self, job: RunJob) -> None:
         token = suppress_instrumentation()
         try:
-            members = self._buffers.members(job)
+            tools, models = self._buffers.members(job)
             root = job.root
-            run = build_run(record_from_span(root), members, self.config.policy)
+            run = run_from(record_from_span(root), tools, models, self.config.policy)
             report = grade_run(run, self.config)
-            self._buffers.release(job, members)
+            self._buffers.release(job, tools, models)
         finally:
             detach(token)
         if report is None:

@@ -10,22 +10,24 @@ import bisect
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from .conventions import (
+    MODEL,
+    TOOL,
     agent_name_of,
     assistant_text_of,
     final_output_of,
     is_agent_span,
     is_framework_span,
-    is_model_span,
+    span_kind,
     tool_call_from,
     tool_name_of,
 )
 from .model import AgentRun, SpanRecord, ToolCall
 
-__all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace"]
+__all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
 
 _MCP_NAME = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
 
@@ -34,11 +36,12 @@ _MCP_NAME = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
 class RunPolicy:
     """How runs are cut out of traces; built from the ``runs:`` section of the config.
 
-    ``root`` is ``auto``, ``local_root``, ``agent`` or a compiled pattern matched (search)
-    against a span's name and its agent name.
+    ``root`` is ``auto``, ``local_root``, ``agent`` or ``pattern``; with ``pattern``,
+    ``root_pattern`` is matched (search) against a span's name and its agent name.
     """
 
-    root: str | re.Pattern[str] = "auto"
+    root: str = "auto"
+    root_pattern: re.Pattern[str] | None = None
     nested_agents: str = "merge"
     agent_span_names: tuple[re.Pattern[str], ...] = ()
     ignore_tools: tuple[re.Pattern[str], ...] = ()
@@ -48,8 +51,8 @@ class RunPolicy:
 
     def is_agent(self, attrs: Mapping[str, Any], name: str) -> bool:
         """Agent-marked by a convention, or by name / agent name through the config."""
-        if isinstance(self.root, re.Pattern):
-            return _matches_name(self.root, attrs, name)
+        if self.root_pattern is not None:
+            return _matches_name(self.root_pattern, attrs, name)
         if is_agent_span(attrs):
             return True
         return any(_matches_name(p, attrs, name) for p in self.agent_span_names)
@@ -92,22 +95,36 @@ def build_run(
     late_spans: int = 0,
     dropped_calls: int = 0,
 ) -> AgentRun:
-    """The AgentRun of ``root`` from the records below it (the root itself may be included).
-
-    A tool span still open, or ended after the root ended, is a pending call.
-    """
+    """The AgentRun of ``root`` from the records below it (the root itself may be included)."""
     tools: list[SpanRecord] = []
     models: list[SpanRecord] = []
     for record in members:
         if record.span_id == root.span_id:
             continue
-        attrs = record.attributes
-        name = tool_name_of(attrs)
-        if name is not None:
-            if not policy.ignores(name):
-                tools.append(record)
-        elif is_model_span(attrs):
+        kind = span_kind(record.attributes)
+        if kind & TOOL:
+            tools.append(record)
+        elif kind & MODEL:
             models.append(record)
+    return run_from(root, tools, models, policy, late_spans=late_spans,
+                    dropped_calls=dropped_calls)
+
+
+def run_from(
+    root: SpanRecord,
+    tools: list[SpanRecord],
+    models: list[SpanRecord],
+    policy: RunPolicy,
+    *,
+    late_spans: int = 0,
+    dropped_calls: int = 0,
+) -> AgentRun:
+    """The AgentRun of ``root`` from its tool spans and model-call spans, in any order.
+
+    A tool span still open, or ended after the root ended, is a pending call.
+    """
+    if policy.ignore_tools:
+        tools = [t for t in tools if not policy.ignores(tool_name_of(t.attributes) or "")]
     tools.sort(key=_sort_key)
     models.sort(key=_sort_key)
     if len(tools) > policy.max_calls_per_run:
@@ -115,19 +132,21 @@ def build_run(
         del tools[policy.max_calls_per_run:]
     model_starts = [m.start_ns for m in models]
     root_end = root.end_ns
+    server_keys = policy.server_attributes
     calls: list[ToolCall] = []
     pending = 0
     for record in tools:
-        is_pending = record.end_ns is None or (root_end is not None and record.end_ns > root_end)
+        end = record.end_ns
+        is_pending = end is None or (root_end is not None and end > root_end)
         step = max(bisect.bisect_left(model_starts, record.start_ns) - 1, 0)
         call = tool_call_from(record, index=len(calls), step=step, pending=is_pending,
-                              server_keys=policy.server_attributes)
+                              server_keys=server_keys)
         if call is None:
             continue
-        if call.server is None:
+        if call.server is None and call.name.startswith("mcp__"):
             match = _MCP_NAME.match(call.name)
             if match:
-                call = _with_server(call, match.group("server"))
+                call.server = match.group("server")
         pending += is_pending
         calls.append(call)
     assistant_texts = tuple(t for t in (assistant_text_of(m) for m in models) if t)
@@ -147,10 +166,6 @@ def build_run(
         assistant_texts=assistant_texts,
         root_attributes=root.attributes,
     )
-
-
-def _with_server(call: ToolCall, server: str) -> ToolCall:
-    return replace(call, server=server)
 
 
 def group_by_trace(records: Iterable[SpanRecord]) -> dict[int, list[SpanRecord]]:

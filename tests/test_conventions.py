@@ -268,7 +268,8 @@ def test_root_modes() -> None:
     assert roots(records) == ["invoke_agent a"]
     assert roots(records, RunPolicy(root="local_root")) == ["GET /x"]
     assert roots(records, RunPolicy(root="agent")) == ["invoke_agent a"]
-    assert roots(records, RunPolicy(root=re.compile("planner"))) == ["my_planner"]
+    assert roots(records, RunPolicy(root="pattern", root_pattern=re.compile("planner"))) == [
+        "my_planner"]
     named = RunPolicy(agent_span_names=(re.compile("^my_planner$"),))
     assert roots(records, named) == ["invoke_agent a", "my_planner"]
 
@@ -286,3 +287,23 @@ def test_framework_span_below_a_plain_root_is_one_run() -> None:
     runs = find_runs(records, RunPolicy())
     assert [r.name for r, _ in runs] == ["LangGraph"]
     assert [c.name for c in build_run(*runs[0], RunPolicy()).calls] == ["lookup"]
+
+
+def test_span_kind_is_the_three_predicates_at_once() -> None:
+    """The hot path's one-call classifier agrees with the readable predicates everywhere."""
+    import itertools
+
+    from otel_tooleval.conventions import AGENT, MODEL, TOOL, span_kind
+
+    values = {"gen_ai.operation.name": [None, "invoke_agent", "chat", "execute_tool",
+                                        "invoke_workflow", "generate_content"],
+              "openinference.span.kind": [None, "AGENT", "LLM", "TOOL", "CHAIN"],
+              "traceloop.span.kind": [None, "tool", "agent", "llm", "workflow", "task"],
+              "gen_ai.tool.name": [None, "t"], "tool.name": [None, "u"],
+              "traceloop.entity.name": [None, "e"], "tool.synthesized": [None, True]}
+    for combo in itertools.product(*values.values()):
+        attrs = {k: v for k, v in zip(values, combo, strict=True) if v is not None}
+        expected = ((TOOL if tool_name_of(attrs) is not None else 0)
+                    | (AGENT if is_agent_span(attrs) else 0)
+                    | (MODEL if is_model_span(attrs) else 0))
+        assert span_kind(attrs) == expected, attrs
