@@ -70,12 +70,13 @@ class ToolEvalSpanProcessor(SpanProcessor):
     # -- worker lifecycle ----------------------------------------------------------------------
 
     def _init_worker_state(self) -> None:
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=self.config.limits.queue_size)
-        self._idle = threading.Condition(threading.Lock())
-        self._inflight = 0
+        # SimpleQueue: a put is one C call with no Python-level lock or condition, which keeps
+        # the run root's end() cheap. The bound is checked with qsize(); concurrent roots may
+        # overshoot it by at most the number of application threads.
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._queue_limit = self.config.limits.queue_size
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
-        self._pid = os.getpid()
 
     def _after_fork_in_child(self) -> None:
         # The child starts clean: no open runs, no thread; the parent keeps its own.
@@ -136,17 +137,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _submit(self, job: RunJob) -> bool:
         """Queue a run for grading; False (forward the root ungraded) when the queue is full."""
-        with self._idle:
-            self._inflight += 1
-        try:
-            self._ensure_worker()
-            self._queue.put_nowait(job)
-            return True
-        except queue.Full:
-            self._done()
+        if self._queue.qsize() >= self._queue_limit:
             self._buffers.counts["dropped.queue_full"] += 1
             self._count_drop("queue_full", 1)
             return False
+        if self._worker is None:
+            self._ensure_worker()
+        self._queue.put(job)
+        return True
 
     # -- grading thread ----------------------------------------------------------------------
 
@@ -159,14 +157,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 job = None
             if job is _STOP:
                 return
-            if job is not None:
+            if isinstance(job, threading.Event):   # a flush marker: all before it is done
+                job.set()
+            elif job is not None:
                 try:
                     self._grade_and_forward(job)
                 except Exception:
                     self._report("grading")
                     self._forward(job.root)
-                finally:
-                    self._done()
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + _SWEEP_SECONDS
                 self._sweep()
@@ -176,12 +174,6 @@ class ToolEvalSpanProcessor(SpanProcessor):
             self._buffers.sweep()
         except Exception:
             self._report("sweep")
-
-    def _done(self) -> None:
-        with self._idle:
-            self._inflight -= 1
-            if self._inflight <= 0:
-                self._idle.notify_all()
 
     def _grade_and_forward(self, job: RunJob) -> None:
         token = suppress_instrumentation()
@@ -244,13 +236,12 @@ class ToolEvalSpanProcessor(SpanProcessor):
     # -- flush and shutdown -------------------------------------------------------------------
 
     def _drain(self, deadline: float) -> bool:
-        with self._idle:
-            while self._inflight > 0:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
-        return True
+        """Wait until every run queued so far is graded and forwarded, or the deadline."""
+        if self._worker is None or not self._worker.is_alive():
+            return self._queue.empty()
+        marker = threading.Event()
+        self._queue.put(marker)
+        return marker.wait(max(deadline - time.monotonic(), 0.0))
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
         """Grade and forward every run whose root has ended, then flush the downstream."""
@@ -277,10 +268,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
             self._shutdown = True
             self._buffers.clear("shutdown")
             if self._worker is not None:
-                try:
-                    self._queue.put(_STOP, timeout=max(deadline - time.monotonic(), 0.01))
-                except queue.Full:
-                    ok = False
+                self._queue.put(_STOP)   # the worker ends after what is queued before it
         except Exception:
             self._report("shutdown")
             self._shutdown = True
