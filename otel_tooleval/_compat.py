@@ -74,24 +74,33 @@ def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any]]:
     return ctx, parent, inner
 
 
+_RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time", "_attributes",
+                     "_status", "_instrumentation_scope")
+
+
 def record_from_span(span: ReadableSpan) -> SpanRecord:
     """A SpanRecord of a span; attributes of an ended span are not copied."""
-    ctx = span.context
-    parent = span.parent
-    scope = span.instrumentation_scope
-    end = span.end_time
-    attrs = attributes_of(span)
+    try:
+        ctx, parent, name, start, end, attrs, status, scope = _RECORD(span)
+        attrs = attrs._dict
+    except AttributeError:  # not the SDK's span class: the public properties
+        ctx, parent, name, start, end = (span.context, span.parent, span.name, span.start_time,
+                                         span.end_time)
+        attrs, status, scope = attributes_of(span), span.status, span.instrumentation_scope
     if end is None:  # still open: take a snapshot, the application may still set attributes
         attrs = _snapshot(attrs)
+    error = None
+    if end is not None and status is not None and status.status_code is StatusCode.ERROR:
+        error = error_of(span)
     return SpanRecord(
         ctx.trace_id if ctx else 0,
         ctx.span_id if ctx else 0,
         parent.span_id if parent is not None else 0,
-        span.name,
-        span.start_time or 0,
+        name,
+        start or 0,
         end,
         attrs,
-        error_of(span) if end is not None else None,
+        error,
         bool(parent is not None and parent.is_remote),
         scope.name if scope is not None else "",
     )
@@ -109,14 +118,11 @@ def _snapshot(attrs: Mapping[str, Any]) -> dict[str, Any]:
 def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
               events: Sequence[tuple[str, Mapping[str, Any], int]]) -> ReadableSpan:
     """A copy of a finished span with extra attributes and events (the original is frozen)."""
-    merged = dict(span.attributes or {})
+    merged = dict(attributes_of(span))
     merged.update(attributes)
-    bounded = BoundedAttributes(attributes=merged, immutable=True)
-    bounded.dropped = span.dropped_attributes          # keep the original's drop counts
     all_events: BoundedList[Event] = BoundedList(None)
     all_events.extend(span.events or ())
-    all_events.extend([Event(name, BoundedAttributes(attributes=attrs, immutable=True), ts)
-                       for name, attrs, ts in events])
+    all_events.extend([Event(name, _frozen_attributes(attrs), ts) for name, attrs, ts in events])
     all_events.dropped = span.dropped_events
     links: BoundedList[Any] = BoundedList(None)
     links.extend(span.links or ())
@@ -126,7 +132,7 @@ def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
         context=span.context,
         parent=span.parent,
         resource=span.resource,
-        attributes=bounded,
+        attributes=_frozen_attributes(merged, span.dropped_attributes),
         events=all_events,
         links=links,
         kind=span.kind,
@@ -135,6 +141,20 @@ def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
         end_time=span.end_time,
         instrumentation_scope=span.instrumentation_scope,
     )
+
+
+def _frozen_attributes(values: Mapping[str, Any], dropped: int = 0) -> BoundedAttributes:
+    """Immutable SDK attributes around values that are already valid, without re-validating.
+
+    ``BoundedAttributes(attributes=...)`` cleans every value again (the original span's were
+    cleaned when they were set, ours are plain str/bool/int/float or tuples of str); skipping
+    that is most of the cost of the root-span copy. The original's drop count is kept.
+    """
+    bounded = BoundedAttributes(immutable=False)
+    bounded._dict = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    bounded.dropped = dropped
+    bounded._immutable = True
+    return bounded
 
 
 def suppress_instrumentation() -> object:

@@ -56,6 +56,7 @@ class TraceState:
         "open",
         "open_roots",
         "parents",
+        "roots_seen",
         "run_roots",
         "tool_calls",
         "tools",
@@ -72,6 +73,7 @@ class TraceState:
         self.tool_calls = 0
         self.bytes = 0
         self.open_roots = 0
+        self.roots_seen = 0
         self.had_runs = False
         self.graded: set[int] = set()          # run roots already handed to the grader
         self.run_roots: set[int] = set()       # framework spans to grade as runs when they end
@@ -219,6 +221,7 @@ class TraceBuffers:
         state.open[sid] = span
         if local_root:
             state.open_roots += 1
+            state.roots_seen += 1
 
     def on_end(self, span: Any) -> EndOutcome:
         ctx, parent, attrs = hot_fields(span)
@@ -352,11 +355,16 @@ class TraceBuffers:
                 memo[p] = verdict
             return verdict
 
+        # The usual case: the run is the trace's only local root and its only run, so every
+        # record is below it and no ancestor walk is needed.
+        whole_trace = (job.root.parent is None or job.root.parent.is_remote) and (
+            state.roots_seen == 1 and state.graded <= {root_id})
+
         def collect(items: list[Any]) -> list[SpanRecord]:
             out = []
             for item in items:
                 record = item if isinstance(item, SpanRecord) else record_from_span(item)
-                if record.span_id != root_id and below(record.parent_id):
+                if record.span_id != root_id and (whole_trace or below(record.parent_id)):
                     out.append(record)
             return out
 
@@ -364,15 +372,15 @@ class TraceBuffers:
         for span in list(state.open.copy().values()):
             if span_kind(attributes_of(span)) & TOOL:
                 record = record_from_span(span)
-                if below(record.parent_id):
+                if whole_trace or below(record.parent_id):
                     tools.append(record)
         return tools, collect(list(state.models))
 
     def release(self, job: RunJob, tools: Iterable[SpanRecord],
                 models: Iterable[SpanRecord]) -> None:
         """Free the records of a graded outermost run (late children hit the tombstone)."""
-        if not job.outermost:
-            return
+        if not job.outermost or job.trace.closed:
+            return   # a closed trace is dropped whole once its jobs are done
         gone = {m.span_id for m in tools}
         gone.update(m.span_id for m in models)
         state = job.trace

@@ -11,7 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 from .values import decode_value
 
@@ -143,9 +143,18 @@ class AgentRun:
     late_spans: int = 0
     dropped_calls: int = 0
     steps: int = 1
-    final_output: str | None = None
-    assistant_texts: tuple[str, ...] = ()
     root_attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    outputs: RunOutputs | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def final_output(self) -> str | None:
+        """The run's final output (SEMANTICS 1), read from the spans on first use."""
+        return self.outputs.final_output() if self.outputs is not None else None
+
+    @property
+    def assistant_texts(self) -> tuple[str, ...]:
+        """The assistant text of each model call, in order, read on first use."""
+        return self.outputs.assistant_texts() if self.outputs is not None else ()
 
     @property
     def trace_id_hex(self) -> str:
@@ -154,6 +163,14 @@ class AgentRun:
     @property
     def root_span_id_hex(self) -> str:
         return format(self.root_span_id, "016x")
+
+
+class RunOutputs(Protocol):
+    """What the model said in a run; computed lazily, only graders of outputs need it."""
+
+    def final_output(self) -> str | None: ...
+
+    def assistant_texts(self) -> tuple[str, ...]: ...
 
 
 @dataclass(frozen=True, slots=True)

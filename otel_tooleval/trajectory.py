@@ -149,7 +149,6 @@ def run_from(
                 call.server = match.group("server")
         pending += is_pending
         calls.append(call)
-    assistant_texts = tuple(t for t in (assistant_text_of(m) for m in models) if t)
     return AgentRun(
         trace_id=root.trace_id,
         root_span_id=root.span_id,
@@ -162,10 +161,34 @@ def run_from(
         late_spans=late_spans,
         dropped_calls=dropped_calls,
         steps=max(len(models), 1),
-        final_output=final_output_of(root, models),
-        assistant_texts=assistant_texts,
         root_attributes=root.attributes,
+        outputs=SpanOutputs(root, models),
     )
+
+
+class SpanOutputs:
+    """A run's final output and assistant texts, read from its spans once, when first asked."""
+
+    __slots__ = ("_final", "_models", "_root", "_texts")
+
+    def __init__(self, root: SpanRecord, models: list[SpanRecord]) -> None:
+        self._root = root
+        self._models = models
+        self._final: str | None | object = _UNREAD
+        self._texts: tuple[str, ...] | None = None
+
+    def final_output(self) -> str | None:
+        if self._final is _UNREAD:
+            self._final = final_output_of(self._root, self._models)
+        return self._final  # type: ignore[return-value]
+
+    def assistant_texts(self) -> tuple[str, ...]:
+        if self._texts is None:
+            self._texts = tuple(t for t in map(assistant_text_of, self._models) if t)
+        return self._texts
+
+
+_UNREAD = object()
 
 
 def group_by_trace(records: Iterable[SpanRecord]) -> dict[int, list[SpanRecord]]:

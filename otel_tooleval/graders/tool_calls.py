@@ -148,10 +148,29 @@ class _Matcher:
         filters = [k for k in ("command", "path", "args", "result") if getattr(spec, k, None)]
         self.label = spec.name + (f" (with {', '.join(filters)})" if filters else "")
 
+    def candidates(self, by_name: Mapping[str, list[ToolCall]]) -> list[ToolCall]:
+        """Calls whose name matches, in call order: one regex search per distinct name."""
+        out: list[ToolCall] = []
+        groups = 0
+        for name, calls in by_name.items():
+            if self.name.search(name):
+                out.extend(calls)
+                groups += 1
+        if groups > 1:
+            out.sort(key=_index)
+        return out
+
+    def hits(self, by_name: Mapping[str, list[ToolCall]]) -> list[ToolCall]:
+        """Calls that match every filter, in call order."""
+        if self.command is None and self.path is None and not self.args and self.result is None:
+            return self.candidates(by_name)
+        return [c for c in self.candidates(by_name) if self.filters_match(c)]
+
     def matches(self, call: ToolCall) -> bool:
         """Name, argument and result filters; raises GradingConfigError per SEMANTICS 3."""
-        if not self.name.search(call.name):
-            return False
+        return self.name.search(call.name) is not None and self.filters_match(call)
+
+    def filters_match(self, call: ToolCall) -> bool:
         for key, pattern in (("command", self.command), ("path", self.path)):
             if pattern is None:
                 continue
@@ -187,9 +206,17 @@ class ToolCallsGrader:
         self.sequence = [_Matcher(m) for m in params.sequence or ()]
 
     def grade(self, run: AgentRun) -> GradeResult:
+        by_name: dict[str, list[ToolCall]] = {}
+        for call in run.calls:
+            group = by_name.get(call.name)
+            if group is None:
+                by_name[call.name] = [call]
+            else:
+                group.append(call)
         try:
-            checks = [self._required(i, m, spec, run) for i, (m, spec) in enumerate(self.required)]
-            checks += [self._disallowed(i, m, run) for i, m in enumerate(self.disallowed)]
+            checks = [self._required(i, m, spec, run, by_name)
+                      for i, (m, spec) in enumerate(self.required)]
+            checks += [self._disallowed(i, m, by_name) for i, m in enumerate(self.disallowed)]
             if self.sequence:
                 checks.append(self._sequence(run))
         except GradingConfigError as exc:
@@ -220,8 +247,10 @@ class ToolCallsGrader:
             return False
         return spec.before_step is None or call.step < spec.before_step
 
-    def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun) -> dict[str, Any]:
-        hits = [c for c in run.calls if c.completed and self._in_steps(c, spec) and m.matches(c)]
+    def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun,
+                  by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+        hits = [c for c in m.candidates(by_name)
+                if not c.pending and self._in_steps(c, spec) and m.filters_match(c)]
         last = run.calls[-1] if run.calls else None
         if spec.final:
             final_ok = last is not None and any(c is last for c in hits)
@@ -249,8 +278,9 @@ class ToolCallsGrader:
             "message": message,
         }
 
-    def _disallowed(self, i: int, m: _Matcher, run: AgentRun) -> dict[str, Any]:
-        hits = [c for c in run.calls if m.matches(c)]
+    def _disallowed(self, i: int, m: _Matcher,
+                    by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+        hits = m.hits(by_name)
         passed = not hits
         message = (f"disallowed {m.label!r} not called" if passed
                    else f"disallowed {m.label!r} called at {_positions(hits)}")
@@ -280,6 +310,10 @@ class ToolCallsGrader:
         return {"check": "sequence", "passed": passed, "calls": matched,
                 "matched_entries": len(matched), "entries": len(self.sequence),
                 "message": message}
+
+
+def _index(call: ToolCall) -> int:
+    return call.index
 
 
 def _positions(calls: Sequence[ToolCall]) -> str:
