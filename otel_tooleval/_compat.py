@@ -6,7 +6,7 @@ Keeping them here means an SDK change breaks one small module, not the whole pac
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -56,26 +56,28 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     return value if value is not None else {}
 
 
-_HOT = attrgetter("_context", "_parent", "_attributes")
+# The span hooks run inside the application's span.end(): a property call or the attribute
+# view there costs more than the rest of the hook (measured), so they read the SDK's fields in
+# one C-level call. Spans of another class raise AttributeError, which the hooks contain.
+context_and_parent = attrgetter("_context", "_parent")
+context_parent_attributes = attrgetter("_context", "_parent", "_attributes._dict")
+# SpanContext is a tuple (trace_id, span_id, is_remote, ...); its id properties are Python code.
+span_ids = itemgetter(0, 1)
 
 
 def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any]]:
-    """``(context, parent, attributes as a plain dict)`` of an SDK span in one C-level call.
-
-    The span hooks run inside the application's ``span.end()``: property calls and the
-    attribute view cost more there than the rest of the hook (measured). Spans that are not
-    the SDK's fall back to the public properties.
-    """
+    """``(context, parent, attributes as a plain dict)``, for any span class."""
     try:
-        ctx, parent, attrs = _HOT(span)
-        inner = attrs._dict
+        return context_parent_attributes(span)
     except AttributeError:
         return span.context, span.parent, attributes_of(span)
-    return ctx, parent, inner
 
 
 _RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time", "_attributes",
                      "_status", "_instrumentation_scope")
+
+
+_make_record = SpanRecord._make
 
 
 def record_from_span(span: ReadableSpan) -> SpanRecord:
@@ -92,18 +94,19 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
     error = None
     if end is not None and status is not None and status.status_code is StatusCode.ERROR:
         error = error_of(span)
-    return SpanRecord(
-        ctx.trace_id if ctx else 0,
-        ctx.span_id if ctx else 0,
-        parent.span_id if parent is not None else 0,
+    trace_id, span_id = span_ids(ctx) if ctx else (0, 0)
+    return _make_record((
+        trace_id,
+        span_id,
+        parent[1] if parent is not None else 0,
         name,
         start or 0,
         end,
         attrs,
         error,
-        bool(parent is not None and parent.is_remote),
+        parent is not None and parent[2],
         scope.name if scope is not None else "",
-    )
+    ))
 
 
 def _snapshot(attrs: Mapping[str, Any]) -> dict[str, Any]:

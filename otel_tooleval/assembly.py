@@ -22,7 +22,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compat import attributes_of, hot_fields, record_from_span
+from ._compat import (
+    attributes_of,
+    context_and_parent,
+    context_parent_attributes,
+    record_from_span,
+    span_ids,
+)
 from .config import LimitsConfig
 from .conventions import (
     AGENT,
@@ -90,15 +96,6 @@ class RunJob:
     outermost: bool = True        # its records may be released once graded
 
 
-@dataclass(frozen=True, slots=True)
-class EndOutcome:
-    """What the processor does after ``on_end``: hold the span and grade its run, or not."""
-
-    hold: bool = False
-    job: RunJob | None = None
-
-
-_NOTHING = EndOutcome()
 
 
 class TraceBuffers:
@@ -205,37 +202,59 @@ class TraceBuffers:
     # -- hot path ----------------------------------------------------------------------------
 
     def on_start(self, span: Any) -> None:
-        ctx, parent, _ = hot_fields(span)
+        ctx, parent = context_and_parent(span)
+        trace_id, sid = span_ids(ctx)
+        state = self._traces.get(trace_id)
+        if state is None or parent is None or parent[2]:   # parent[2]: is_remote
+            self._start_root(span, trace_id, sid, parent, state)
+            return
+        parents = state.parents
+        if len(parents) < self._max_spans:
+            parents[sid] = parent[1]
+            state.open[sid] = span
+        else:
+            self._drop("max_spans_per_trace", trace=state)
+
+    def _start_root(self, span: Any, trace_id: int, sid: int, parent: Any,
+                    state: TraceState | None) -> None:
+        """A local root, or the first span seen of a trace."""
         local_root = parent is None or parent.is_remote
-        state = self._traces.get(ctx.trace_id)
         if state is None:
-            state = self._new_trace(ctx.trace_id, local_root)
+            state = self._new_trace(trace_id, local_root)
             if state is None:
                 return
-        parents = state.parents
-        if len(parents) >= self._max_spans:
+        if len(state.parents) >= self._max_spans:
             self._drop("max_spans_per_trace", trace=state)
             return
-        sid = ctx.span_id
-        parents[sid] = 0 if local_root else parent.span_id
+        state.parents[sid] = 0 if local_root else parent.span_id
         state.open[sid] = span
         if local_root:
             state.open_roots += 1
             state.roots_seen += 1
 
-    def on_end(self, span: Any) -> EndOutcome:
-        ctx, parent, attrs = hot_fields(span)
-        state = self._traces.get(ctx.trace_id)
-        sid = ctx.span_id
-        kind = span_kind(attrs)
-        if self._named_agents and self.policy.is_agent(attrs, span.name):
-            kind |= AGENT
-        if state is None or sid not in state.parents:
-            if kind & TOOL and state is None and ctx.trace_id in self._tombstones:
+    def on_end(self, span: Any) -> RunJob | None:
+        """Record an ended span; a RunJob when it is a run root to grade (hold it until then)."""
+        ctx, parent, attrs = context_parent_attributes(span)
+        trace_id, sid = span_ids(ctx)
+        state = self._traces.get(trace_id)
+        if state is None or state.open.pop(sid, None) is None:
+            if state is None and trace_id in self._tombstones and span_kind(attrs) & TOOL:
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
-            return _NOTHING
-        state.open.pop(sid, None)
+            return None
+        kind = span_kind(attrs)
+        if kind or self._named_agents:
+            return self._classified(state, span, sid, parent, attrs, kind)
+        if parent is None or parent[2]:
+            return self._end_local_root(state, span)
+        if state.run_roots and sid in state.run_roots:
+            return self._decide(state, span, sid)
+        return None
+
+    def _classified(self, state: TraceState, span: Any, sid: int, parent: Any,
+                    attrs: Mapping[str, Any], kind: int) -> RunJob | None:
+        if self._named_agents and self.policy.is_agent(attrs, span.name):
+            kind |= AGENT
         if kind & TOOL:
             if state.graded and self._under(state, sid, state.graded):
                 self.counts["late_spans"] += 1
@@ -254,11 +273,11 @@ class TraceBuffers:
                                    else self._stripped(state, span, attrs, size))
         elif kind & MODEL:
             state.models.append(span)
-        if parent is None or parent.is_remote:
+        if parent is None or parent[2]:
             return self._end_local_root(state, span)
         if kind & AGENT or (state.run_roots and sid in state.run_roots):
             return self._decide(state, span, sid)
-        return _NOTHING
+        return None
 
     def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any],
                   size: int) -> SpanRecord:
@@ -270,12 +289,12 @@ class TraceBuffers:
 
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
-    def _decide(self, state: TraceState, span: Any, sid: int) -> EndOutcome:
+    def _decide(self, state: TraceState, span: Any, sid: int) -> RunJob | None:
         if sid in state.run_roots:
             return self._run(state, span, outermost=True)
         return self._place(state, span, state.parents.get(sid, 0))
 
-    def _place(self, state: TraceState, span: Any, parent_id: int) -> EndOutcome:
+    def _place(self, state: TraceState, span: Any, parent_id: int) -> RunJob | None:
         """Walk up from an ended agent span: nested in an outer run, or a run of its own.
 
         The outer run is the nearest agent ancestor, else the outermost framework ancestor
@@ -285,7 +304,7 @@ class TraceBuffers:
         """
         policy = self.policy
         if policy.root == "local_root":
-            return _NOTHING
+            return None
         outer_framework = 0
         pid = parent_id
         while pid:
@@ -304,20 +323,20 @@ class TraceBuffers:
             return self._nested(state, span)
         return self._run(state, span, outermost=True)
 
-    def _nested(self, state: TraceState, span: Any) -> EndOutcome:
+    def _nested(self, state: TraceState, span: Any) -> RunJob | None:
         if self.policy.nested_agents == "separate":
             return self._run(state, span, outermost=False)
-        return _NOTHING
+        return None
 
-    def _run(self, state: TraceState, span: Any, *, outermost: bool) -> EndOutcome:
+    def _run(self, state: TraceState, span: Any, *, outermost: bool) -> RunJob | None:
         state.had_runs = True
         if outermost:
             state.graded.add(span.context.span_id)
-        return EndOutcome(True, RunJob(state, span, outermost=outermost))
+        return RunJob(state, span, outermost=outermost)
 
-    def _end_local_root(self, state: TraceState, span: Any) -> EndOutcome:
+    def _end_local_root(self, state: TraceState, span: Any) -> RunJob | None:
         state.open_roots -= 1
-        out = _NOTHING
+        out = None
         if self.policy.local_root_is_run(attributes_of(span), span.name, _scope(span),
                                          had_agent_runs=state.had_runs,
                                          has_tool_calls=state.tool_calls > 0):

@@ -59,6 +59,9 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
+        # The hooks call these directly; shutdown swaps them for no-ops.
+        self._track_start: Callable[[Any], None] = self._buffers.on_start
+        self._track_end: Callable[[Any], RunJob | None] = self._buffers.on_end
         self._shutdown = False
         self._reported: set[str] = set()
         self.graded: Counter[str] = Counter()
@@ -96,14 +99,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
     # -- SpanProcessor hooks (application thread) ------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        if not self._shutdown:
+        try:
+            self._track_start(span)
+        except Exception:
+            self._report("on_start")
+        downstream = self.downstream
+        if downstream is not None:
             try:
-                self._buffers.on_start(span)
-            except Exception:
-                self._report("on_start")
-        if self.downstream is not None:
-            try:
-                self.downstream.on_start(span, parent_context=parent_context)
+                downstream.on_start(span, parent_context=parent_context)
             except Exception:
                 self._report("downstream.on_start")
 
@@ -116,16 +119,22 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._report("downstream._on_ending")
 
     def on_end(self, span: ReadableSpan) -> None:
-        hold = False
-        if not self._shutdown:
+        try:
+            job = self._track_end(span)
+            if job is not None and self._submit(job):
+                return   # held: the grading thread forwards the root with its verdicts
+        except Exception:
+            self._report("on_end")
+        downstream = self.downstream
+        if downstream is not None:
             try:
-                outcome = self._buffers.on_end(span)
-                if outcome.job is not None:
-                    hold = self._submit(outcome.job)
+                downstream.on_end(span)
             except Exception:
-                self._report("on_end")
-        if not hold:
-            self._forward(span)
+                self._report("downstream.on_end")
+
+    @staticmethod
+    def _ignore(span: Any) -> None:
+        return None
 
     def _forward(self, span: ReadableSpan) -> None:
         if self.downstream is None:
@@ -266,12 +275,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
         try:
             ok = self._drain(deadline)
             self._shutdown = True
+            self._track_start = self._track_end = self._ignore
             self._buffers.clear("shutdown")
             if self._worker is not None:
                 self._queue.put(_STOP)   # the worker ends after what is queued before it
         except Exception:
             self._report("shutdown")
             self._shutdown = True
+            self._track_start = self._track_end = self._ignore
         if self.downstream is not None:
             try:
                 self.downstream.shutdown()
