@@ -96,8 +96,6 @@ class RunJob:
     outermost: bool = True        # its records may be released once graded
 
 
-
-
 class TraceBuffers:
     """All open traces of one processor."""
 
@@ -263,11 +261,7 @@ class TraceBuffers:
                 self._drop("max_calls_per_run", trace=state)
             else:
                 state.tool_calls += 1
-                size = 0
-                for key in _SIZED_KEYS:
-                    value = attrs.get(key)
-                    if value.__class__ is str:
-                        size += len(value)
+                size = _value_bytes(attrs)
                 state.bytes += size
                 state.tools.append(span if state.bytes <= self._max_bytes
                                    else self._stripped(state, span, attrs, size))
@@ -404,8 +398,24 @@ class TraceBuffers:
         gone.update(m.span_id for m in models)
         state = job.trace
         with self._lock:
-            state.tools = [r for r in state.tools if _sid(r) not in gone]
-            state.models = [r for r in state.models if _sid(r) not in gone]
+            for items in (state.tools, state.models):
+                # In place: the application thread may append while this runs, and appends
+                # land past the first n items, which one slice assignment replaces atomically.
+                n = len(items)
+                items[:n] = [r for r in items[:n] if _sid(r) not in gone]
+            # Caps are per run: what this run used is free again (approximate under races).
+            state.tool_calls = max(state.tool_calls - len(tools), 0)
+            state.bytes = max(state.bytes - sum(_value_bytes(t.attributes) for t in tools), 0)
+
+
+def _value_bytes(attrs: Mapping[str, Any]) -> int:
+    """Bytes of a tool span's primary argument and result attributes (what the cap counts)."""
+    size = 0
+    for key in _SIZED_KEYS:
+        value = attrs.get(key)
+        if value.__class__ is str:
+            size += len(value)
+    return size
 
 
 def _sid(item: Any) -> int:

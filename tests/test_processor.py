@@ -542,3 +542,16 @@ def test_root_copy_keeps_the_original_drop_counts() -> None:
         assert len([e for e in copy.events if e.name == "gen_ai.evaluation.result"]) == 2
     finally:
         h.close()
+
+
+def test_call_cap_is_per_run_under_a_long_lived_root() -> None:
+    h = Harness({**CONFIG, "limits": {"max_calls_per_run": 3}})
+    try:
+        with h.tracer.start_as_current_span("GET /stream"):
+            for i in range(4):
+                h.agent_run(["search", "search"], agent=f"a{i}")
+                assert h.flush()          # graded, so its calls are released
+        assert [len(r.run.calls) for r in h.reports] == [2, 2, 2, 2]
+        assert "dropped.max_calls_per_run" not in h.processor.stats()
+    finally:
+        h.close()
