@@ -389,7 +389,7 @@ class TraceBuffers:
                     tools.append(record)
         return tools, collect(list(state.models))
 
-    def release(self, job: RunJob, tools: Iterable[SpanRecord],
+    def release(self, job: RunJob, tools: list[SpanRecord],
                 models: Iterable[SpanRecord]) -> None:
         """Free the records of a graded outermost run (late children hit the tombstone)."""
         if not job.outermost or job.trace.closed:
