@@ -129,20 +129,12 @@ def span_kind(attrs: Mapping[str, Any]) -> int:
 
 def is_agent_span(attrs: Mapping[str, Any]) -> bool:
     """True for a span marked as an agent (or workflow) invocation under any convention."""
-    for key, agents, _ in _KIND_MARKERS:
-        value = attrs.get(key)
-        if value is not None and value in agents:
-            return True
-    return False
+    return bool(span_kind(attrs) & AGENT)
 
 
 def is_model_span(attrs: Mapping[str, Any]) -> bool:
     """True for a model-call span (one agent turn = one model response)."""
-    for key, _, models in _KIND_MARKERS:
-        value = attrs.get(key)
-        if value is not None and value in models:
-            return True
-    return False
+    return bool(span_kind(attrs) & MODEL)
 
 
 def is_framework_span(attrs: Mapping[str, Any], scope: str = "") -> bool:

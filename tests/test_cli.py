@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from otel_tooleval.cli import main
+from tests.support.otlp_receiver import OtlpReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,24 +59,20 @@ def test_check_valid_and_invalid(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 @pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
 def test_demo_exports_traces_logs_and_metrics_over_otlp(
-        protocol: str, monkeypatch: pytest.MonkeyPatch,
+        protocol: str, receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from tests.support.otlp_receiver import OtlpReceiver
-
-    for var in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY"):
-        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
-    with OtlpReceiver() as rx:
-        endpoint = rx.http_endpoint if protocol != "grpc" else f"http://{rx.grpc_endpoint}"
-        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        assert main(["demo"]) == 0
-        out = capsys.readouterr().out
-        assert f"exported over OTLP to {endpoint}" in out
-        roots = [s for s in rx.spans() if "tooleval.passed" in s["attributes"]]
-        assert sorted(r["attributes"]["tooleval.passed"] for r in roots) == [False, False, True, True]
-        assert all(len([e for e in r["events"] if e["name"] == "gen_ai.evaluation.result"]) == 4
-                   for r in roots)
-        assert len([lg for lg in rx.logs() if lg["event_name"] == "gen_ai.evaluation.result"]) == 16
-        assert {"gen_ai.evaluation.score", "tooleval.runs"} <= {m["name"] for m in rx.metrics()}
-        assert {r["resource"].get("service.name") for r in roots} == {"otel-tooleval-demo"}
+    rx = receiver
+    endpoint = rx.http_endpoint if protocol != "grpc" else f"http://{rx.grpc_endpoint}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert f"exported over OTLP to {endpoint}" in out
+    roots = [s for s in rx.spans() if "tooleval.passed" in s["attributes"]]
+    assert sorted(r["attributes"]["tooleval.passed"] for r in roots) == [False, False, True, True]
+    assert all(len([e for e in r["events"] if e["name"] == "gen_ai.evaluation.result"]) == 4
+               for r in roots)
+    assert len([lg for lg in rx.logs() if lg["event_name"] == "gen_ai.evaluation.result"]) == 16
+    assert {"gen_ai.evaluation.score", "tooleval.runs"} <= {m["name"] for m in rx.metrics()}
+    assert {r["resource"].get("service.name") for r in roots} == {"otel-tooleval-demo"}

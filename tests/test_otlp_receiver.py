@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import gzip
 import http.client
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import grpc
@@ -51,21 +49,8 @@ RESOURCE = Resource.create({"service.name": "otlp-receiver-test"})
 
 
 @pytest.fixture(autouse=True)
-def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make sure exporters talk to 127.0.0.1 directly: no proxies, no OTEL_* overrides."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy"):
-            monkeypatch.delenv(name)
-        elif name.startswith("OTEL_EXPORTER_OTLP"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as rx:
-        yield rx
+def _loopback(loopback_only: None) -> None:
+    """Every test here talks only to 127.0.0.1 (see conftest.loopback_only)."""
 
 
 def _span_exporter(rx: OtlpReceiver, transport: str) -> Any:

@@ -15,9 +15,7 @@ Batch processors and the metric reader are given 60 s delays, so only ``force_fl
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,21 +78,8 @@ EXPECTED = {
 
 
 @pytest.fixture(autouse=True)
-def _local_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Exporters talk to 127.0.0.1 directly: no proxies, no inherited OTEL_* settings."""
-    for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy"):
-            monkeypatch.delenv(name)
-        elif name.startswith("OTEL_") or name == "TOOLEVAL_CONFIG":
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
-    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
-
-
-@pytest.fixture
-def receiver() -> Iterator[OtlpReceiver]:
-    with OtlpReceiver() as rx:
-        yield rx
+def _loopback(loopback_only: None) -> None:
+    """Every test here talks only to 127.0.0.1 (see conftest.loopback_only)."""
 
 
 PROTOCOLS = pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])

@@ -1,0 +1,29 @@
+"""Fixtures shared by the suites that talk OTLP to a receiver on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support.otlp_receiver import OtlpReceiver
+
+
+@pytest.fixture
+def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Exporters talk to 127.0.0.1 directly: no proxies, no inherited OTEL_* settings."""
+    for name in list(os.environ):
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy"):
+            monkeypatch.delenv(name)
+        elif name.startswith("OTEL_") or name == "TOOLEVAL_CONFIG":
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+
+@pytest.fixture
+def receiver(loopback_only: None) -> Iterator[OtlpReceiver]:
+    """A real OTLP gRPC + HTTP receiver on 127.0.0.1, stopped after the test."""
+    with OtlpReceiver() as rx:
+        yield rx
