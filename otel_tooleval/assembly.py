@@ -43,9 +43,11 @@ from .trajectory import RunPolicy
 
 __all__ = ["RunJob", "TraceBuffers", "TraceState"]
 
+# Attributes counted against limits.max_run_bytes: a tool call's arguments and result under
+# every convention, and a model call's messages.
 _VALUE_KEYS = tuple(dict.fromkeys(k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)))
-# The primary argument and result attributes of each convention, sized on the hot path.
-_SIZED_KEYS = tuple(dict.fromkeys(k for c in TOOL_CONVENTIONS for k in (c.arguments[0], c.result[0])))
+_MODEL_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value", "output.value",
+               "pydantic_ai.all_messages")
 
 
 class TraceState:
@@ -55,7 +57,8 @@ class TraceState:
         "bytes",
         "closed",
         "created",
-        "dropped",
+        "done",
+        "dropped_calls",
         "graded",
         "had_runs",
         "models",
@@ -66,6 +69,7 @@ class TraceState:
         "run_roots",
         "tool_calls",
         "tools",
+        "touched",
         "trace_id",
     )
 
@@ -76,6 +80,9 @@ class TraceState:
         self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
         self.models: list[Any] = []            # ended model-call spans
         self.created = now
+        self.touched = now                     # last tool / model / agent span end (TTL)
+        self.done: set[int] = set()            # run roots whose calls were taken for grading
+        self.dropped_calls = 0                 # calls over max_calls_per_run, not yet reported
         self.tool_calls = 0
         self.bytes = 0
         self.open_roots = 0
@@ -83,7 +90,6 @@ class TraceState:
         self.had_runs = False
         self.graded: set[int] = set()          # run roots already handed to the grader
         self.run_roots: set[int] = set()       # framework spans to grade as runs when they end
-        self.dropped: set[str] = set()         # reasons already counted for this trace
         self.closed = False
 
 
@@ -94,6 +100,7 @@ class RunJob:
     trace: TraceState
     root: Any                     # the ended ReadableSpan of the run root
     outermost: bool = True        # its records may be released once graded
+    claimed: bool = False         # its root was forwarded (graded or not): never twice
 
 
 class TraceBuffers:
@@ -118,11 +125,7 @@ class TraceBuffers:
 
     # -- bookkeeping -------------------------------------------------------------------------
 
-    def _drop(self, reason: str, n: int = 1, trace: TraceState | None = None) -> None:
-        if trace is not None:
-            if reason in trace.dropped:
-                return
-            trace.dropped.add(reason)
+    def _drop(self, reason: str, n: int = 1) -> None:
         self.counts["dropped." + reason] += n
         if self._on_drop is not None:
             self._on_drop(reason, n)
@@ -173,7 +176,7 @@ class TraceBuffers:
         with self._lock:
             ttl = self.limits.run_ttl_seconds
             for tid, state in list(self._traces.items()):
-                if now - state.created > ttl:
+                if now - state.touched > ttl:
                     expired.append(self._traces.pop(tid))
             for tid, expiry in list(self._tombstones.items()):
                 if expiry > now:
@@ -211,7 +214,7 @@ class TraceBuffers:
             parents[sid] = parent[1]
             state.open[sid] = span
         else:
-            self._drop("max_spans_per_trace", trace=state)
+            self._drop("max_spans_per_trace")
 
     def _start_root(self, span: Any, trace_id: int, sid: int, parent: Any,
                     state: TraceState | None) -> None:
@@ -222,7 +225,7 @@ class TraceBuffers:
             if state is None:
                 return
         if len(state.parents) >= self._max_spans:
-            self._drop("max_spans_per_trace", trace=state)
+            self._drop("max_spans_per_trace")
             return
         state.parents[sid] = 0 if local_root else parent.span_id
         state.open[sid] = span
@@ -251,14 +254,20 @@ class TraceBuffers:
 
     def _classified(self, state: TraceState, span: Any, sid: int, parent: Any,
                     attrs: Mapping[str, Any], kind: int) -> RunJob | None:
-        if self._named_agents and self.policy.is_agent(attrs, span.name):
-            kind |= AGENT
+        if self._named_agents:
+            if self.policy.root_pattern is not None:
+                kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
+            if self.policy.is_agent(attrs, span.name):
+                kind |= AGENT
+        state.touched = self._clock()
         if kind & TOOL:
-            if state.graded and self._under(state, sid, state.graded):
+            if state.done and self._under(state, sid, state.done):
+                # Its run was already taken for grading: late, counted, passed through.
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
             elif state.tool_calls >= self._max_calls:
-                self._drop("max_calls_per_run", trace=state)
+                state.dropped_calls += 1
+                self._drop("max_calls_per_run")
             else:
                 state.tool_calls += 1
                 size = _value_bytes(attrs)
@@ -266,20 +275,24 @@ class TraceBuffers:
                 state.tools.append(span if state.bytes <= self._max_bytes
                                    else self._stripped(state, span, attrs, size))
         elif kind & MODEL:
-            state.models.append(span)
+            size = _value_bytes(attrs, _MODEL_KEYS)
+            state.bytes += size
+            state.models.append(span if state.bytes <= self._max_bytes
+                                else self._stripped(state, span, attrs, size, _MODEL_KEYS))
         if parent is None or parent[2]:
             return self._end_local_root(state, span)
         if kind & AGENT or (state.run_roots and sid in state.run_roots):
             return self._decide(state, span, sid)
         return None
 
-    def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any],
-                  size: int) -> SpanRecord:
-        """Over the run's byte budget: keep the call, drop its argument and result values."""
+    def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any], size: int,
+                  keys: tuple[str, ...] = ()) -> SpanRecord:
+        """Over the run's byte budget: keep the span, drop its argument/result/message values."""
         state.bytes -= size
-        self._drop("max_run_bytes", trace=state)
+        self._drop("max_run_bytes")
+        drop = set(keys or _VALUE_KEYS)
         return record_from_span(span)._replace(
-            attributes={k: v for k, v in attrs.items() if k not in _VALUE_KEYS})
+            attributes={k: v for k, v in attrs.items() if k not in drop})
 
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
@@ -298,7 +311,7 @@ class TraceBuffers:
         """
         policy = self.policy
         if policy.root == "local_root":
-            return None
+            return self._nested(state, span)   # every agent span is inside the local root's run
         outer_framework = 0
         pid = parent_id
         while pid:
@@ -342,6 +355,33 @@ class TraceBuffers:
     # -- grading-thread side -----------------------------------------------------------------
 
     @staticmethod
+    def _forget_subtree(state: TraceState, root_id: int) -> None:
+        """Shrink the parent map after a run under a long-lived root was graded.
+
+        Ended spans below the run root are forgotten; spans still open are re-pointed at the
+        run root, so a late child is still recognised as late.
+        """
+        parents = state.parents
+        snapshot = list(parents.items())        # one C-level copy; the app may be inserting
+        open_ids = set(state.open.copy())
+        links = dict(snapshot)
+        memo: dict[int, bool] = {root_id: True, 0: False}
+        for sid, _ in snapshot:
+            path = []
+            node = sid
+            while node not in memo:
+                path.append(node)
+                node = links.get(node, 0)
+            verdict = memo[node]
+            for p in path:
+                memo[p] = verdict
+            if verdict and sid != root_id:
+                if sid in open_ids:
+                    parents[sid] = root_id
+                else:
+                    parents.pop(sid, None)
+
+    @staticmethod
     def _under(state: TraceState, sid: int, roots: set[int]) -> bool:
         parents = state.parents
         pid = parents.get(sid, 0)
@@ -351,10 +391,18 @@ class TraceBuffers:
             pid = parents.get(pid, 0)
         return False
 
-    def members(self, job: RunJob) -> tuple[list[SpanRecord], list[SpanRecord]]:
-        """The tool and model-call records below a run root, still-open tool spans included."""
+    def members(self, job: RunJob) -> tuple[list[SpanRecord], list[SpanRecord], int]:
+        """Take a run for grading: its tool and model-call records, still-open tool spans
+        included, and the number of its calls dropped over the cap.
+
+        The run is marked taken first, so a tool span of it that ends from then on is late
+        (counted, passed through) and every other one is in the snapshot.
+        """
         state = job.trace
         root_id = job.root.context.span_id
+        if job.outermost:
+            state.done.add(root_id)
+        dropped, state.dropped_calls = state.dropped_calls, 0
         parents = state.parents
         memo: dict[int, bool] = {root_id: True, 0: False}
 
@@ -387,7 +435,7 @@ class TraceBuffers:
                 record = record_from_span(span)
                 if whole_trace or below(record.parent_id):
                     tools.append(record)
-        return tools, collect(list(state.models))
+        return tools, collect(list(state.models)), dropped
 
     def release(self, job: RunJob, tools: list[SpanRecord],
                 models: Iterable[SpanRecord]) -> None:
@@ -397,6 +445,7 @@ class TraceBuffers:
         gone = {m.span_id for m in tools}
         gone.update(m.span_id for m in models)
         state = job.trace
+        self._forget_subtree(state, job.root.context.span_id)
         with self._lock:
             for items in (state.tools, state.models):
                 # In place: the application thread may append while this runs, and appends
@@ -408,10 +457,10 @@ class TraceBuffers:
             state.bytes = max(state.bytes - sum(_value_bytes(t.attributes) for t in tools), 0)
 
 
-def _value_bytes(attrs: Mapping[str, Any]) -> int:
-    """Bytes of a tool span's primary argument and result attributes (what the cap counts)."""
+def _value_bytes(attrs: Mapping[str, Any], keys: tuple[str, ...] = ()) -> int:
+    """Characters of a span's argument/result (or message) values: what the byte cap counts."""
     size = 0
-    for key in _SIZED_KEYS:
+    for key in keys or _VALUE_KEYS:
         value = attrs.get(key)
         if value.__class__ is str:
             size += len(value)

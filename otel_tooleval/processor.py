@@ -80,6 +80,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._queue_limit = self.config.limits.queue_size
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
+        self._claim_lock = threading.Lock()
+        self._current: RunJob | None = None
 
     def _after_fork_in_child(self) -> None:
         # The child starts clean: no open runs, no thread; the parent keeps its own.
@@ -169,14 +171,26 @@ class ToolEvalSpanProcessor(SpanProcessor):
             if isinstance(job, threading.Event):   # a flush marker: all before it is done
                 job.set()
             elif job is not None:
+                self._current = job
                 try:
                     self._grade_and_forward(job)
                 except Exception:
                     self._report("grading")
-                    self._forward(job.root)
+                    self._forward_root(job, job.root)
+                finally:
+                    self._current = None
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + _SWEEP_SECONDS
                 self._sweep()
+
+    def _forward_root(self, job: RunJob, span: ReadableSpan) -> bool:
+        """Forward a run's root (its copy, or itself ungraded) unless that already happened."""
+        with self._claim_lock:
+            if job.claimed:
+                return False
+            job.claimed = True
+        self._forward(span)
+        return True
 
     def _sweep(self) -> None:
         try:
@@ -187,19 +201,20 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _grade_and_forward(self, job: RunJob) -> None:
         token = suppress_instrumentation()
         try:
-            tools, models = self._buffers.members(job)
+            tools, models, dropped = self._buffers.members(job)
             root = job.root
-            run = run_from(record_from_span(root), tools, models, self.config.policy)
+            run = run_from(record_from_span(root), tools, models, self.config.policy,
+                           dropped_calls=dropped)
             report = grade_run(run, self.config)
             self._buffers.release(job, tools, models)
         finally:
             detach(token)
         if report is None:
-            self._forward(root)
+            self._forward_root(job, root)
             return
-        self.graded["runs"] += 1
-        self._forward(self._annotated(root, report))
-        self._emit(report, root)
+        if self._forward_root(job, self._annotated(root, report)):
+            self.graded["runs"] += 1
+            self._emit(report, root)
 
     def _annotated(self, root: ReadableSpan, report: RunReport) -> ReadableSpan:
         emit = self.config.emit
@@ -267,29 +282,50 @@ class ToolEvalSpanProcessor(SpanProcessor):
             return False
 
     def shutdown(self, timeout_millis: int = 30_000) -> bool:  # type: ignore[override]
-        """Drain pending grading within one deadline, count open runs as dropped, shut down."""
+        """Stop tracking, grade what is queued within one deadline, shut the downstream down.
+
+        Runs still open are counted as dropped (``reason=shutdown``). Roots whose grading does
+        not finish in time are forwarded ungraded (counted the same way), so no span is lost.
+        """
         if self._shutdown:
             return True
         deadline = time.monotonic() + timeout_millis / 1000
+        self._shutdown = True
+        self._track_start = self._track_end = self._ignore
         ok = False
         try:
-            ok = self._drain(deadline)
-            self._shutdown = True
-            self._track_start = self._track_end = self._ignore
             self._buffers.clear("shutdown")
+            ok = self._drain(deadline)
             if self._worker is not None:
                 self._queue.put(_STOP)   # the worker ends after what is queued before it
+            if not ok:
+                self._forward_ungraded()
+            elif self._worker is not None:
+                self._worker.join(max(deadline - time.monotonic(), 0.0))
         except Exception:
             self._report("shutdown")
-            self._shutdown = True
-            self._track_start = self._track_end = self._ignore
         if self.downstream is not None:
             try:
+                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+                self.downstream.force_flush(remaining)
                 self.downstream.shutdown()
             except Exception:
                 self._report("downstream.shutdown")
                 ok = False
         return ok
+
+    def _forward_ungraded(self) -> None:
+        """Out of time: forward the root being graded and every queued root as they are."""
+        pending = [self._current]
+        while True:
+            try:
+                pending.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        for job in pending:
+            if isinstance(job, RunJob) and self._forward_root(job, job.root):
+                self._buffers.counts["dropped.shutdown"] += 1
+                self._count_drop("shutdown", 1)
 
     def stats(self) -> dict[str, int]:
         """Counters for tests and health checks: runs graded, drops by reason, open traces."""

@@ -53,9 +53,15 @@ def _json_like(value: Any) -> Any:
     return value
 
 
+# smolagents (through OpenInference) binds Tool.__call__'s signature with its defaults applied,
+# so the envelope also carries sanitize_inputs_outputs.
+_ENVELOPE = frozenset({"args", "kwargs"})
+_ENVELOPE_MAX = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
+
+
 def _unwrap(parsed: Any) -> Any:
     if isinstance(parsed, dict):
-        if (set(parsed) == {"args", "kwargs"} and isinstance(parsed["kwargs"], dict)
+        if (_ENVELOPE <= parsed.keys() <= _ENVELOPE_MAX and isinstance(parsed["kwargs"], dict)
                 and not parsed["args"]):
             return parsed["kwargs"]
         if parsed.get("type") == "tool" and isinstance(parsed.get("data"), dict) and (

@@ -415,7 +415,10 @@ def test_calls_per_run_cap() -> None:
         h.flush()
         (report,) = h.reports
         assert len(report.run.calls) == 3
-        assert h.processor.stats()["dropped.max_calls_per_run"] == 1
+        assert report.run.dropped_calls == 2
+        assert h.processor.stats()["dropped.max_calls_per_run"] == 2   # every dropped call
+        (root,) = verdict_roots(h)
+        assert root.attributes["tooleval.dropped_calls"] == 2
     finally:
         h.close()
 

@@ -10,6 +10,9 @@ from ..model import RunReport
 
 __all__ = ["VerdictMetrics"]
 
+# Scores live in [0, 1]; the SDK's default buckets (0, 5, 10, ...) would put them all in one.
+_SCORE_BUCKETS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+
 
 class VerdictMetrics:
     """The instruments named in ARCHITECTURE.md."""
@@ -18,7 +21,8 @@ class VerdictMetrics:
         provider = meter_provider if meter_provider is not None else get_meter_provider()
         meter = provider.get_meter("otel_tooleval", version)
         self.score = meter.create_histogram(
-            "gen_ai.evaluation.score", unit="1", description="Score of each grader per agent run")
+            "gen_ai.evaluation.score", unit="1", description="Score of each grader per agent run",
+            explicit_bucket_boundaries_advisory=_SCORE_BUCKETS)
         self.runs = meter.create_counter(
             "tooleval.runs", unit="{run}", description="Agent runs graded")
         self.dropped = meter.create_counter(

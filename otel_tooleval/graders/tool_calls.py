@@ -162,25 +162,32 @@ class _Matcher:
 
     def hits(self, by_name: Mapping[str, list[ToolCall]]) -> list[ToolCall]:
         """Calls that match every filter, in call order."""
+        candidates = self.candidates(by_name)
         if self.command is None and self.path is None and not self.args and self.result is None:
-            return self.candidates(by_name)
-        return [c for c in self.candidates(by_name) if self.filters_match(c)]
+            return candidates
+        self.check_arguments(candidates)
+        return [c for c in candidates if self.filters_match(c)]
 
-    def matches(self, call: ToolCall) -> bool:
-        """Name, argument and result filters; raises GradingConfigError per SEMANTICS 3."""
-        return self.name.search(call.name) is not None and self.filters_match(call)
+    def check_arguments(self, calls: list[ToolCall]) -> None:
+        """SEMANTICS 3: every name-matching call must hold the ``command``/``path`` it filters on
+        (whatever its step, order or completion), else the config is wrong for these tools."""
+        for key, pattern in (("command", self.command), ("path", self.path)):
+            if pattern is None:
+                continue
+            for call in calls:
+                if not isinstance(call.argument(key), str):
+                    raise GradingConfigError(
+                        f"matcher {self.spec.name!r} filters on {key!r}, but call #{call.index} "
+                        f"({call.name}) has no string {key!r} argument"
+                    )
 
     def filters_match(self, call: ToolCall) -> bool:
+        """Argument and result filters (call ``check_arguments`` on the candidates first)."""
         for key, pattern in (("command", self.command), ("path", self.path)):
             if pattern is None:
                 continue
             value = call.argument(key)
-            if not isinstance(value, str):
-                raise GradingConfigError(
-                    f"matcher {self.spec.name!r} filters on {key!r}, but call #{call.index} "
-                    f"({call.name}) has no string {key!r} argument"
-                )
-            if not pattern.search(value):
+            if not isinstance(value, str) or not pattern.search(value):
                 return False
         for key, pattern in self.args.items():
             value = call.argument(key)
@@ -218,7 +225,7 @@ class ToolCallsGrader:
                       for i, (m, spec) in enumerate(self.required)]
             checks += [self._disallowed(i, m, by_name) for i, m in enumerate(self.disallowed)]
             if self.sequence:
-                checks.append(self._sequence(run))
+                checks.append(self._sequence(run, by_name))
         except GradingConfigError as exc:
             return GradeResult.failure(self.name, TYPE, "ConfigurationError", str(exc))
         held = sum(1 for c in checks if c["passed"])
@@ -249,7 +256,9 @@ class ToolCallsGrader:
 
     def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun,
                   by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
-        hits = [c for c in m.candidates(by_name)
+        candidates = m.candidates(by_name)
+        m.check_arguments(candidates)
+        hits = [c for c in candidates
                 if not c.pending and self._in_steps(c, spec) and m.filters_match(c)]
         last = run.calls[-1] if run.calls else None
         if spec.final:
@@ -287,13 +296,15 @@ class ToolCallsGrader:
         return {"check": "disallowed", "index": i, "matcher": m.spec.name, "passed": passed,
                 "calls": [c.index for c in hits], "message": message}
 
-    def _sequence(self, run: AgentRun) -> dict[str, Any]:
-        # Greedy earliest matching is optimal for "is an ordered subsequence".
+    def _sequence(self, run: AgentRun, by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+        # Each entry's matching calls, then greedy earliest matching, which is optimal for
+        # "is an ordered subsequence".
+        hits = [{c.index for c in m.hits(by_name)} for m in self.sequence]
         matched: list[int] = []
         pos = 0
         calls = run.calls
-        for m in self.sequence:
-            while pos < len(calls) and not m.matches(calls[pos]):
+        for entry in hits:
+            while pos < len(calls) and calls[pos].index not in entry:
                 pos += 1
             if pos == len(calls):
                 break
