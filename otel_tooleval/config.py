@@ -13,10 +13,17 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from .graders import REGISTRY
 from .graders.registry import ConfigProblems, Grader, Problem, problems_from_validation
@@ -45,13 +52,15 @@ class ConfigError(ValueError):
                          else f"{head}: {lines[0] if lines else 'unknown problem'}")
 
 
-def _check_patterns(values: list[str]) -> list[str]:
-    for i, value in enumerate(values):
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"[{i}] invalid regular expression {value!r}: {exc}") from None
-    return values
+def _pattern(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    return value
+
+
+Pattern = Annotated[str, AfterValidator(_pattern)]
 
 
 class RunsConfig(BaseModel):
@@ -62,23 +71,16 @@ class RunsConfig(BaseModel):
     root: str = Field(default="auto", description="auto, local_root, agent, or a span-name regex")
     agents: list[str] | None = Field(default=None, description="grade only runs of these agents")
     nested_agents: Literal["merge", "separate"] = "merge"
-    agent_span_names: list[str] = Field(default_factory=list)
-    ignore_tools: list[str] = Field(default_factory=list)
+    agent_span_names: list[Pattern] = Field(default_factory=list)
+    ignore_tools: list[Pattern] = Field(default_factory=list)
     server_attributes: list[str] = Field(
         default_factory=lambda: ["mcp.server.name", "gen_ai.tool.server.name", "server.address"])
     ground_truth_attribute: str = "tooleval.ground_truth"
 
-    @field_validator("agent_span_names", "ignore_tools")
-    @classmethod
-    def _patterns(cls, value: list[str]) -> list[str]:
-        return _check_patterns(value)
-
     @field_validator("root")
     @classmethod
     def _root(cls, value: str) -> str:
-        if value not in ("auto", "local_root", "agent"):
-            _check_patterns([value])
-        return value
+        return value if value in ("auto", "local_root", "agent") else _pattern(value)
 
 
 class LimitsConfig(BaseModel):

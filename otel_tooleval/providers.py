@@ -52,9 +52,13 @@ class Installation:
         self.meter_provider.shutdown()
 
 
-def otlp_exporters(protocol: str | None = None
+def otlp_exporters(protocol: str | None = None, endpoint: str | None = None
                    ) -> tuple[SpanExporter, MetricExporter, LogRecordExporter]:
-    """OTLP exporters for traces, metrics and logs over ``grpc`` or ``http/protobuf``."""
+    """OTLP exporters for traces, metrics and logs over ``grpc`` or ``http/protobuf``.
+
+    ``endpoint`` overrides ``OTEL_EXPORTER_OTLP_ENDPOINT`` (for HTTP the signal paths
+    ``/v1/traces``, ``/v1/metrics``, ``/v1/logs`` are appended, as the variable's rules say).
+    """
     protocol = protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc import _log_exporter as logs
@@ -72,11 +76,21 @@ def otlp_exporters(protocol: str | None = None
         )
     else:
         raise ValueError(f"unsupported OTLP protocol {protocol!r} (use grpc or http/protobuf)")
-    return traces.OTLPSpanExporter(), metrics_.OTLPMetricExporter(), logs.OTLPLogExporter()
+    if endpoint is None:
+        return traces.OTLPSpanExporter(), metrics_.OTLPMetricExporter(), logs.OTLPLogExporter()
+    if protocol == "grpc":
+        return (traces.OTLPSpanExporter(endpoint=endpoint),
+                metrics_.OTLPMetricExporter(endpoint=endpoint),
+                logs.OTLPLogExporter(endpoint=endpoint))
+    base = endpoint.rstrip("/")
+    return (traces.OTLPSpanExporter(endpoint=f"{base}/v1/traces"),
+            metrics_.OTLPMetricExporter(endpoint=f"{base}/v1/metrics"),
+            logs.OTLPLogExporter(endpoint=f"{base}/v1/logs"))
 
 
 def install(config: Any = None, *, service_name: str | None = None,
-            protocol: str | None = None, span_exporter: SpanExporter | None = None,
+            protocol: str | None = None, endpoint: str | None = None,
+            span_exporter: SpanExporter | None = None,
             metric_exporter: MetricExporter | None = None,
             log_exporter: LogRecordExporter | None = None,
             set_global: bool = True, **processor_options: Any) -> Installation:
@@ -86,6 +100,7 @@ def install(config: Any = None, *, service_name: str | None = None,
         config: grader config (path, YAML text, mapping); None reads ``TOOLEVAL_CONFIG``.
         service_name: ``service.name`` of the resource (default from ``OTEL_SERVICE_NAME``).
         protocol: ``grpc`` or ``http/protobuf``; default ``OTEL_EXPORTER_OTLP_PROTOCOL``.
+        endpoint: OTLP endpoint; default ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the exporters' own).
         span_exporter, metric_exporter, log_exporter: use these instead of OTLP.
         set_global: also make the providers the global ones (the usual case).
         processor_options: passed on to ``ToolEvalSpanProcessor`` (e.g. ``on_report``).
@@ -93,7 +108,7 @@ def install(config: Any = None, *, service_name: str | None = None,
     attrs = {"service.name": service_name} if service_name else {}
     resource = Resource.create(attrs)
     if span_exporter is None or metric_exporter is None or log_exporter is None:
-        otlp_span, otlp_metric, otlp_log = otlp_exporters(protocol)
+        otlp_span, otlp_metric, otlp_log = otlp_exporters(protocol, endpoint)
         span_exporter = span_exporter or otlp_span
         metric_exporter = metric_exporter or otlp_metric
         log_exporter = log_exporter or otlp_log

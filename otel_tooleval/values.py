@@ -21,7 +21,9 @@ def decode_value(value: Any) -> Any:
     if not isinstance(value, str):
         return value
     text = value.strip()
-    if not text:
+    if not text or text[0] not in "{[\"(":
+        # Only objects, arrays and JSON strings are decoded: "1.50", "true" or "007" stay the
+        # text the span recorded, so result regexes see what the tool returned.
         return value
     parsed: Any
     try:

@@ -76,3 +76,13 @@ def test_demo_exports_traces_logs_and_metrics_over_otlp(
     assert len([lg for lg in rx.logs() if lg["event_name"] == "gen_ai.evaluation.result"]) == 16
     assert {"gen_ai.evaluation.score", "tooleval.runs"} <= {m["name"] for m in rx.metrics()}
     assert {r["resource"].get("service.name") for r in roots} == {"otel-tooleval-demo"}
+
+
+def test_demo_endpoint_option_wins_over_the_environment(
+        receiver: OtlpReceiver, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9")   # nothing there
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "5")
+    assert main(["demo", "--endpoint", receiver.http_endpoint]) == 0
+    assert f"exported over OTLP to {receiver.http_endpoint}" in capsys.readouterr().out
+    assert len([s for s in receiver.spans() if "tooleval.passed" in s["attributes"]]) == 4

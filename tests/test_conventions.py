@@ -35,7 +35,7 @@ def one_call(attrs: dict[str, Any], *, error: str | None = None) -> Any:
     # OpenInference (LangChain, OpenAI Agents, CrewAI): JSON input, ToolMessage output
     ({"tool.name": "convert", "openinference.span.kind": "TOOL", "input.value": '{"celsius": 21.0}',
       "output.value": '{"type": "tool", "data": {"content": "69.8", "tool_call_id": "x"}}'},
-     "convert", {"celsius": 21.0}, 69.8, "x"),
+     "convert", {"celsius": 21.0}, "69.8", "x"),
     # OpenInference bare-string input stays a string
     ({"tool.name": "lookup_city", "input.value": "paris", "output.value": "Paris, FR"},
      "lookup_city", "paris", "Paris, FR", None),
@@ -61,6 +61,13 @@ def test_tool_call_conventions(attrs: dict[str, Any], name: str, args: Any, resu
     c = one_call(attrs)
     assert (c.name, c.arguments, c.result, c.has_result, c.call_id) == (
         name, args, result, True, call_id)
+
+
+def test_only_objects_arrays_and_json_strings_are_decoded() -> None:
+    assert decode_value("1.50") == "1.50"
+    assert decode_value("true") == "true"
+    assert decode_value('"quoted"') == "quoted"
+    assert decode_value("[1, 2]") == [1, 2]
 
 
 def test_python_literals_are_never_evaluated() -> None:
@@ -193,6 +200,7 @@ def test_pydantic_ai_fixture() -> None:
         ("get_weather", {"city": "Lyon"}, 2), ("convert_temp", {"celsius": 21.0}, 2)]
     assert [c.call_id for c in run.calls] == ["call_1", "call_2", "call_3", "call_4"]
     assert run.calls[1].result == {"city": "Paris", "temp_c": 21.0}
+    assert run.calls[3].result == "69.8", "scalars stay the recorded text"
     assert run.final_output == "Paris 21C (69.8F), Lyon 18C"
     assert run.steps == 4
 

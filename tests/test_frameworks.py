@@ -42,7 +42,7 @@ RESULTS = [
     "Paris",
     {"city": "Paris", "temp_c": 21.0, "conditions": "sunny"},
     {"city": "Lyon", "temp_c": 18.0, "conditions": "cloudy"},
-    69.8,
+    "69.8",   # a scalar result stays the text the span recorded
 ]
 # pydantic-ai records every argument object as JSON.
 PYDANTIC_ARGS = [{"query": "paris"}, {"city": "Paris"}, {"city": "Lyon"}, {"celsius": 21.0}]

@@ -151,6 +151,14 @@ def test_final_call() -> None:
     assert not r.passed and "final call is #1 (a)" in r.explanation
 
 
+def test_final_with_min_count_explains_the_count() -> None:
+    config = cfg(required=[{"name": "^r$", "final": True, "min_count": 2}])
+    r = grade(config, [call("r", {})])
+    assert not r.passed
+    assert "needs at least 2 completed calls as the final call, found 1" in r.explanation
+    assert grade(config, [call("r", {}), call("r", {})]).passed
+
+
 # -- rules of the page and of SEMANTICS 3 -------------------------------------------------------
 
 def test_only_string_arguments_are_matchable() -> None:
@@ -272,6 +280,18 @@ def test_explanations_carry_no_argument_or_result_values() -> None:
     (cfg(required=[{"name": "x", "args": {"q": "[a"}}]), "graders[0].config.required[0].args",
      "args.q: invalid regular expression"),
     (cfg(required=[{"command": "x"}]), "graders[0].config.required[0].name", "missing"),
+    (cfg(required=[{"name": "x", "min_count": True}]),
+     "graders[0].config.required[0].min_count", "valid integer"),
+    (cfg(required=[{"name": "x", "final": "yes"}]),
+     "graders[0].config.required[0].final", "valid boolean"),
+    (cfg(disallowed=[{"name": "x", "at_step": 1}]), "graders[0].config.disallowed[0].at_step",
+     "only allowed on required"),
+    (cfg(disallowed=[{"name": "x", "before_step": 2}]),
+     "graders[0].config.disallowed[0].before_step", "only allowed on required"),
+    (cfg(sequence=[{"name": "x", "min_count": 2}]), "graders[0].config.sequence[0].min_count",
+     "only allowed on required"),
+    (cfg(sequence=[{"name": "x", "final": True}]), "graders[0].config.sequence[0].final",
+     "only allowed on required"),
     ({"graders": [{"type": "tool-calls", "config": {"required": ["x"]}, "threshold": 1}]},
      "graders[0].threshold", "unknown key"),
 ])

@@ -127,9 +127,8 @@ def run_demo(config: Any = None, *, out: TextIO | None = None,
     reports: list[RunReport] = []
     endpoint = endpoint or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if endpoint:
-        os.environ.setdefault("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-        setup = install(config, service_name="otel-tooleval-demo", set_global=False,
-                        on_report=reports.append)
+        setup = install(config, service_name="otel-tooleval-demo", endpoint=endpoint,
+                        set_global=False, on_report=reports.append)
         provider: TracerProvider = setup.tracer_provider
         flush: Callable[[], Any] = setup.force_flush
         close: Callable[[], Any] = setup.shutdown

@@ -10,7 +10,16 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
 
 from ..model import AgentRun, GradeResult, ToolCall
 from .registry import (
@@ -39,10 +48,10 @@ class _Match(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str
-    command: str | None = None
-    path: str | None = None
-    args: dict[str, str] | None = None
+    name: StrictStr
+    command: StrictStr | None = None
+    path: StrictStr | None = None
+    args: dict[StrictStr, StrictStr] | None = None
 
     @field_validator("name", "command", "path")
     @classmethod
@@ -67,7 +76,7 @@ class SequenceMatch(_Match):
 
 
 class DisallowedMatch(_Match):
-    result: str | None = None
+    result: StrictStr | None = None
 
     @field_validator("result")
     @classmethod
@@ -80,10 +89,10 @@ class DisallowedMatch(_Match):
 class ToolMatch(DisallowedMatch):
     """A required entry: every filter, plus count and position constraints."""
 
-    min_count: int = Field(default=1, ge=1)
-    final: bool = False
-    at_step: int | None = Field(default=None, ge=0)
-    before_step: int | None = Field(default=None, ge=1)
+    min_count: StrictInt = Field(default=1, ge=1)
+    final: StrictBool = False
+    at_step: StrictInt | None = Field(default=None, ge=0)
+    before_step: StrictInt | None = Field(default=None, ge=1)
 
     @model_validator(mode="after")
     def _steps(self) -> ToolMatch:
@@ -273,9 +282,9 @@ class ToolCallsGrader:
             where += f" before step {spec.before_step}"
         if passed:
             message = f"required {m.label!r} satisfied by call(s) {_positions(hits)}"
-        elif spec.final and hits:
+        elif spec.final and hits and last is not None and not any(c is last for c in hits):
             message = (f"required {m.label!r} must be the final call, but the final call is "
-                       f"#{last.index} ({last.name})" if last else "")
+                       f"#{last.index} ({last.name})")
         else:
             want = f"at least {spec.min_count} completed calls" if spec.min_count > 1 else (
                 "a completed call")
