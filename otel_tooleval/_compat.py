@@ -60,17 +60,17 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
 # view there costs more than the rest of the hook (measured), so they read the SDK's fields in
 # one C-level call. Spans of another class raise AttributeError, which the hooks contain.
 context_and_parent = attrgetter("_context", "_parent")
-context_parent_attributes = attrgetter("_context", "_parent", "_attributes._dict")
+context_parent_attributes = attrgetter("_context", "_parent", "_attributes._dict", "_end_time")
 # SpanContext is a tuple (trace_id, span_id, is_remote, ...); its id properties are Python code.
 span_ids = itemgetter(0, 1)
 
 
-def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any]]:
-    """``(context, parent, attributes as a plain dict)``, for any span class."""
+def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any], int | None]:
+    """``(context, parent, attributes as a plain dict, end time)``, for any span class."""
     try:
         return context_parent_attributes(span)
     except AttributeError:
-        return span.context, span.parent, attributes_of(span)
+        return span.context, span.parent, attributes_of(span), span.end_time
 
 
 _RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time", "_attributes",

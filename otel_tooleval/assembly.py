@@ -56,7 +56,6 @@ class TraceState:
     __slots__ = (
         "bytes",
         "closed",
-        "created",
         "done",
         "dropped_calls",
         "graded",
@@ -73,14 +72,13 @@ class TraceState:
         "trace_id",
     )
 
-    def __init__(self, trace_id: int, now: float) -> None:
+    def __init__(self, trace_id: int) -> None:
         self.trace_id = trace_id
         self.parents: dict[int, int] = {}      # span id -> local parent id (0: local root)
         self.open: dict[int, Any] = {}         # span id -> live span, until it ends
         self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
         self.models: list[Any] = []            # ended model-call spans
-        self.created = now
-        self.touched = now                     # last tool / model / agent span end (TTL)
+        self.touched = time.time_ns()          # last tool/model/agent span end, ns (TTL)
         self.done: set[int] = set()            # run roots whose calls were taken for grading
         self.dropped_calls = 0                 # calls over max_calls_per_run, not yet reported
         self.tool_calls = 0
@@ -149,7 +147,7 @@ class TraceBuffers:
             while len(self._traces) >= self.limits.max_open_runs:
                 oldest = next(iter(self._traces))
                 released.append(self._traces.pop(oldest))
-            state = TraceState(trace_id, self._clock())
+            state = TraceState(trace_id)
             self._traces[trace_id] = state
         for old in released:
             self._evicted(old, "max_open_runs")
@@ -172,11 +170,11 @@ class TraceBuffers:
     def sweep(self) -> None:
         """Evict traces past their TTL and forget expired tombstones (grading thread)."""
         now = self._clock()
+        stale = time.time_ns() - int(self.limits.run_ttl_seconds * 1e9)   # span clocks: ns
         expired: list[TraceState] = []
         with self._lock:
-            ttl = self.limits.run_ttl_seconds
             for tid, state in list(self._traces.items()):
-                if now - state.touched > ttl:
+                if state.touched < stale:
                     expired.append(self._traces.pop(tid))
             for tid, expiry in list(self._tombstones.items()):
                 if expiry > now:
@@ -235,7 +233,7 @@ class TraceBuffers:
 
     def on_end(self, span: Any) -> RunJob | None:
         """Record an ended span; a RunJob when it is a run root to grade (hold it until then)."""
-        ctx, parent, attrs = context_parent_attributes(span)
+        ctx, parent, attrs, end = context_parent_attributes(span)
         trace_id, sid = span_ids(ctx)
         state = self._traces.get(trace_id)
         if state is None or state.open.pop(sid, None) is None:
@@ -245,7 +243,7 @@ class TraceBuffers:
             return None
         kind = span_kind(attrs)
         if kind or self._named_agents:
-            return self._classified(state, span, sid, parent, attrs, kind)
+            return self._classified(state, span, sid, parent, attrs, kind, end)
         if parent is None or parent[2]:
             return self._end_local_root(state, span)
         if state.run_roots and sid in state.run_roots:
@@ -253,13 +251,14 @@ class TraceBuffers:
         return None
 
     def _classified(self, state: TraceState, span: Any, sid: int, parent: Any,
-                    attrs: Mapping[str, Any], kind: int) -> RunJob | None:
+                    attrs: Mapping[str, Any], kind: int, end: int | None) -> RunJob | None:
         if self._named_agents:
             if self.policy.root_pattern is not None:
                 kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
             if self.policy.is_agent(attrs, span.name):
                 kind |= AGENT
-        state.touched = self._clock()
+        if end:
+            state.touched = end
         if kind & TOOL:
             if state.done and self._under(state, sid, state.done):
                 # Its run was already taken for grading: late, counted, passed through.
@@ -275,7 +274,7 @@ class TraceBuffers:
                 state.tools.append(span if state.bytes <= self._max_bytes
                                    else self._stripped(state, span, attrs, size))
         elif kind & MODEL:
-            size = _value_bytes(attrs, _MODEL_KEYS)
+            size = _value_bytes(attrs)
             state.bytes += size
             state.models.append(span if state.bytes <= self._max_bytes
                                 else self._stripped(state, span, attrs, size, _MODEL_KEYS))
@@ -457,11 +456,10 @@ class TraceBuffers:
             state.bytes = max(state.bytes - sum(_value_bytes(t.attributes) for t in tools), 0)
 
 
-def _value_bytes(attrs: Mapping[str, Any], keys: tuple[str, ...] = ()) -> int:
-    """Characters of a span's argument/result (or message) values: what the byte cap counts."""
+def _value_bytes(attrs: Mapping[str, Any]) -> int:
+    """Characters of a span's string attribute values: what the run byte cap counts."""
     size = 0
-    for key in keys or _VALUE_KEYS:
-        value = attrs.get(key)
+    for value in attrs.values():
         if value.__class__ is str:
             size += len(value)
     return size

@@ -104,6 +104,7 @@ _KIND_BITS: dict[str, dict[str, int]] = {
     for key, agents, models in _KIND_MARKERS
 }
 _OP, _OI, _TL = MARKER_KEYS
+_OP_BITS, _OI_BITS, _TL_BITS = _KIND_BITS[_OP], _KIND_BITS[_OI], _KIND_BITS[_TL]
 
 
 def span_kind(attrs: Mapping[str, Any]) -> int:
@@ -115,11 +116,11 @@ def span_kind(attrs: Mapping[str, Any]) -> int:
     get = attrs.get
     op, oi, tl = get(_OP), get(_OI), get(_TL)
     if op is not None:
-        kind |= _KIND_BITS[_OP].get(op, 0)
+        kind = _OP_BITS.get(op, 0)
     if oi is not None:
-        kind |= _KIND_BITS[_OI].get(oi, 0)
+        kind |= _OI_BITS.get(oi, 0)
     if tl is not None:
-        kind |= _KIND_BITS[_TL].get(tl, 0)
+        kind |= _TL_BITS.get(tl, 0)
     if (get("gen_ai.tool.name") is not None or get("tool.name") is not None or (
             tl == "tool" and get("traceloop.entity.name") is not None)) and (
             get(_SYNTHESIZED) is not True):
