@@ -8,6 +8,8 @@ from typing import Any
 
 __all__ = ["decode_value"]
 
+_DECODER = json.JSONDecoder()
+
 
 def decode_value(value: Any) -> Any:
     """Decode an attribute value: JSON text parsed, Python-literal dicts parsed safely.
@@ -27,7 +29,11 @@ def decode_value(value: Any) -> Any:
         return value
     parsed: Any
     try:
-        parsed = json.loads(text)
+        # raw_decode on stripped text: json.loads without its two wrapper calls and two
+        # whitespace scans (this runs once per decoded argument or result).
+        parsed, end = _DECODER.raw_decode(text)
+        if end != len(text):
+            raise ValueError("trailing data")
     except (ValueError, RecursionError):
         if text[0] not in "{[(" or len(text) > 1_000_000:
             return value
