@@ -26,7 +26,13 @@ from pydantic import (
 )
 
 from .graders import REGISTRY
-from .graders.registry import ConfigProblems, Grader, Problem, problems_from_validation
+from .graders.registry import (
+    ConfigProblems,
+    Grader,
+    Problem,
+    family_by_keys,
+    problems_from_validation,
+)
 from .trajectory import RunPolicy
 
 __all__ = [
@@ -145,9 +151,6 @@ class ToolEvalConfig:
     source: str | None = None
 
 
-_SHARED_KEYS = ("name", "agents", "type", "kind")
-
-
 def _build_grader(index: int, entry: Any, names: dict[str, int],
                   include_values: bool) -> tuple[ConfiguredGrader | None, list[Problem]]:
     loc: tuple[str | int, ...] = ("graders", index)
@@ -155,14 +158,20 @@ def _build_grader(index: int, entry: Any, names: dict[str, int],
         entry = {"type": entry}
     if not isinstance(entry, Mapping):
         return None, [Problem(loc, f"a grader entry must be a mapping, got {type(entry).__name__}")]
+    by_keys = family_by_keys(entry)
     type_key = "type" if "type" in entry else "kind" if "kind" in entry else None
-    if type_key is None:
+    if by_keys is not None:
+        family, type_key = by_keys, None     # a pasted shape: its own keys say what it is
+    elif type_key is None:
         return None, [Problem(loc, "missing 'type' (or 'kind'): which grader is this?")]
-    type_id = entry[type_key]
-    family = REGISTRY.get(type_id) if isinstance(type_id, str) else None
-    if family is None:
-        known = ", ".join(sorted(REGISTRY))
-        return None, [Problem(loc + (type_key,), f"unknown grader type {type_id!r} (known: {known})")]
+    else:
+        type_id = entry[type_key]
+        found = REGISTRY.get(type_id) if isinstance(type_id, str) else None
+        if found is None:
+            known = ", ".join(sorted(REGISTRY))
+            return None, [Problem(loc + (type_key,),
+                                  f"unknown grader type {type_id!r} (known: {known})")]
+        family = found
     problems: list[Problem] = []
     name = entry.get("name")
     if name is None:
@@ -182,7 +191,8 @@ def _build_grader(index: int, entry: Any, names: dict[str, int],
                                or not all(isinstance(a, str) for a in agents)):
         problems.append(Problem(loc + ("agents",), "must be a list of agent names"))
         agents = None
-    rest = {k: v for k, v in entry.items() if k not in _SHARED_KEYS}
+    shared = ("name", "agents", type_key) if type_key else ("name", "agents")
+    rest = {k: v for k, v in entry.items() if k not in shared}
     try:
         grader = family.build(rest, name, include_values)
     except ConfigProblems as exc:

@@ -5,7 +5,7 @@ A family is one module: a pydantic params model next to its logic, and one ``reg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -19,6 +19,8 @@ __all__ = [
     "GraderFamily",
     "GradingConfigError",
     "Problem",
+    "families",
+    "family_by_keys",
     "family_for",
     "problems_from_validation",
     "register",
@@ -62,18 +64,37 @@ class Grader(Protocol):
     def grade(self, run: AgentRun) -> GradeResult: ...
 
 
+@runtime_checkable
+class AggregatingGrader(Grader, Protocol):
+    """A grader whose verdicts also combine across runs (equal-function sets' micro-average).
+
+    ``aggregate`` receives this grader's results over a group of runs and returns a
+    JSON-serialisable mapping with at least ``passed`` (bool).
+    """
+
+    def aggregate(self, results: Sequence[GradeResult]) -> Mapping[str, Any]: ...
+
+
 @dataclass(frozen=True, slots=True)
 class GraderFamily:
     """A family of graders: its type ids and how an entry of the config becomes a grader.
 
     ``build(entry, name, include_values)`` receives the entry without the shared keys
-    (``name``, ``agents``, ``type``/``kind``) and returns a grader; it raises
-    ``pydantic.ValidationError`` or ``ConfigProblems`` for bad entries.
+    (``name``, ``agents``, and the ``type``/``kind`` that chose the family) and returns a
+    grader; it raises ``pydantic.ValidationError`` or ``ConfigProblems`` for bad entries,
+    located relative to the entry.
+
+    ``keys`` are keys that identify the family in an entry without its type, for shapes pasted
+    from the original tools (mcptest's ``equal_function_sets:`` block); such an entry reaches
+    ``build`` with its ``type``/``kind`` left in. ``schema`` returns the JSON Schema of one entry
+    (for ``otel-tooleval schema``).
     """
 
     type: str
     aliases: tuple[str, ...]
     build: Callable[[Mapping[str, Any], str, bool], Grader]
+    keys: tuple[str, ...] = ()
+    schema: Callable[[], dict[str, Any]] | None = None
 
 
 class ConfigProblems(Exception):
@@ -95,6 +116,19 @@ def register(family: GraderFamily) -> GraderFamily:
 
 def family_for(type_id: str) -> GraderFamily | None:
     return REGISTRY.get(type_id)
+
+
+def family_by_keys(entry: Mapping[str, Any]) -> GraderFamily | None:
+    """The family one of whose identifying ``keys`` the entry carries, if any."""
+    for family in set(REGISTRY.values()):
+        if any(key in entry for key in family.keys):
+            return family
+    return None
+
+
+def families() -> list[GraderFamily]:
+    """Every registered family once, in registration order."""
+    return list(dict.fromkeys(REGISTRY.values()))
 
 
 _MESSAGES = {

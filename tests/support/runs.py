@@ -16,17 +16,27 @@ ROOT = 0x1
 
 
 def call(name: str, args: Any = None, result: Any = None, *, step: int | None = None,
-         pending: bool = False, error: str | None = None, attrs: dict[str, Any] | None = None
-         ) -> dict[str, Any]:
-    """One tool call of a scripted run (GenAI semconv attributes)."""
+         pending: bool = False, error: str | None = None, attrs: dict[str, Any] | None = None,
+         duration_ms: float | None = None) -> dict[str, Any]:
+    """One tool call of a scripted run (GenAI semconv attributes).
+
+    ``args``/``result`` that are not strings are recorded as JSON text, as instrumentations do.
+    """
     return {"name": name, "args": args, "result": result, "step": step, "pending": pending,
-            "error": error, "attrs": attrs or {}}
+            "error": error, "attrs": attrs or {}, "duration_ms": duration_ms}
 
 
-def records(calls: Sequence[dict[str, Any]], *, agent: str = "agent") -> list[SpanRecord]:
-    """Root + model-call spans + tool spans; a call's ``step`` opens that many model turns."""
-    out = [SpanRecord(TRACE, ROOT, 0, f"invoke_agent {agent}", 0, 10_000_000,
-                      {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent})]
+def records(calls: Sequence[dict[str, Any]], *, agent: str = "agent",
+            root_attrs: dict[str, Any] | None = None,
+            outputs: Sequence[str] = ()) -> list[SpanRecord]:
+    """Root + model-call spans + tool spans; a call's ``step`` opens that many model turns.
+
+    ``root_attrs`` are added to the root span (e.g. ``final_result``, a ground truth);
+    ``outputs`` are assistant texts of model calls made after the last tool call.
+    """
+    root = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+            **(root_attrs or {})}
+    out = [SpanRecord(TRACE, ROOT, 0, f"invoke_agent {agent}", 0, 10**15, root)]
     t = 1_000
     sid = 0x100
     current_step = -1
@@ -48,9 +58,17 @@ def records(calls: Sequence[dict[str, Any]], *, agent: str = "agent") -> list[Sp
                 c["result"] if isinstance(c["result"], str) else json.dumps(c["result"]))
         attrs.update(c["attrs"])
         sid += 1
-        end = None if c["pending"] else t + 10
+        span_ns = 10 if c["duration_ms"] is None else int(c["duration_ms"] * 1_000_000)
+        end = None if c["pending"] else t + span_ns
         out.append(SpanRecord(TRACE, sid, ROOT, f"execute_tool {c['name']}", t, end, attrs,
                               error=c["error"]))
+        t += span_ns + 10
+    for text in outputs:
+        sid += 1
+        message = json.dumps([{"role": "assistant", "parts": [{"type": "text", "content": text}]}])
+        out.append(SpanRecord(TRACE, sid, ROOT, "chat m", t, t + 10,
+                              {"gen_ai.operation.name": "chat",
+                               "gen_ai.output.messages": message}))
         t += 20
     return out
 
