@@ -187,11 +187,13 @@ def _build_grader(index: int, entry: Any, names: dict[str, int],
                                 f"duplicate grader name {name!r} (also graders[{names[name]}])"))
     names[name] = index
     agents = entry.get("agents")
+    if type_key is None and isinstance(entry.get("agent"), str) and agents is None:
+        agents = [entry["agent"]]        # mcptest's test entry names its one agent
     if agents is not None and (not isinstance(agents, list)
                                or not all(isinstance(a, str) for a in agents)):
         problems.append(Problem(loc + ("agents",), "must be a list of agent names"))
         agents = None
-    shared = ("name", "agents", type_key) if type_key else ("name", "agents")
+    shared = ("name", "agents", type_key) if type_key else ("name", "agents", "agent")
     rest = {k: v for k, v in entry.items() if k not in shared}
     try:
         grader = family.build(rest, name, include_values)
