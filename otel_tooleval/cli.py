@@ -41,6 +41,14 @@ def _check(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema(args: argparse.Namespace) -> int:
+    from .schema import config_schema
+
+    json.dump(config_schema(), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
 def _params(grader: object) -> object:
     params = getattr(grader, "params", None)
     return params.model_dump(exclude_none=True) if params is not None else None
@@ -61,6 +69,11 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a config and print the normalised graders")
     check.add_argument("config")
     check.set_defaults(func=_check)
+    schema = sub.add_parser(
+        "schema", help="print the JSON Schema of the config file (for editors)",
+        description="Print the JSON Schema of the config file. Save it and point your editor at "
+                    "it with a first line '# yaml-language-server: $schema=tooleval.schema.json'.")
+    schema.set_defaults(func=_schema)
     return parser
 
 
@@ -71,6 +84,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:   # e.g. `otel-tooleval schema | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

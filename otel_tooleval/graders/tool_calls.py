@@ -361,4 +361,20 @@ def _field_of(message: str) -> tuple[str, ...]:
     return ("at_step",) if message.startswith("at_step (") else ()
 
 
-register(GraderFamily(TYPE, ("tool_calls",), _build))
+def _schema() -> dict[str, Any]:
+    schema = _Entry.model_json_schema()
+    params = ToolCallsParams.model_json_schema()
+    defs = params.pop("$defs", {})
+    for key in ("required", "disallowed", "sequence"):
+        # a plain string is shorthand for {name: ...}
+        items = params["properties"][key]["anyOf"][0]["items"]
+        params["properties"][key] = {"type": "array",
+                                     "items": {"anyOf": [{"type": "string"}, items]}}
+    schema["properties"]["config"] = params
+    schema["properties"]["type"] = {"enum": [TYPE, "tool_calls"]}
+    schema["required"] = ["type", "config"]
+    schema["$defs"] = defs
+    return schema
+
+
+register(GraderFamily(TYPE, ("tool_calls",), _build, schema=_schema))

@@ -1,0 +1,74 @@
+"""The JSON Schema of the whole config file (``otel-tooleval schema``), for editors.
+
+Each grader family contributes the schema of its entries; ``name`` and ``agents``, which every
+entry may carry, are added here. Definitions of different families are kept apart by prefixing
+their names, so two families may each have a model called ``Match``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .config import EmitConfig, LimitsConfig, RunsConfig
+from .graders.registry import GraderFamily, families
+
+__all__ = ["config_schema", "entry_schema"]
+
+_SHARED = {
+    "name": {"type": "string", "minLength": 1, "description": "unique name of this grader"},
+    "agents": {"type": "array", "items": {"type": "string"},
+               "description": "grade only runs of these agent names"},
+}
+
+
+def _prefixed(schema: dict[str, Any], prefix: str, defs: dict[str, Any]) -> dict[str, Any]:
+    """Move ``schema``'s ``$defs`` into ``defs`` under ``prefix``, rewriting its references."""
+    own = schema.pop("$defs", {})
+
+    def rewrite(node: Any) -> Any:
+        if isinstance(node, dict):
+            out = {k: rewrite(v) for k, v in node.items()}
+            ref = out.get("$ref")
+            if isinstance(ref, str) and ref.startswith("#/$defs/"):
+                out["$ref"] = f"#/$defs/{prefix}{ref[len('#/$defs/'):]}"
+            return out
+        if isinstance(node, list):
+            return [rewrite(v) for v in node]
+        return node
+
+    for name, sub in own.items():
+        defs[prefix + name] = rewrite(sub)
+    return rewrite(schema)  # type: ignore[no-any-return]
+
+
+def entry_schema(family: GraderFamily, defs: dict[str, Any]) -> dict[str, Any] | None:
+    """One family's entry schema with the shared keys, or None if it has no schema."""
+    if family.schema is None:
+        return None
+    schema = _prefixed(family.schema(), f"{family.type}.", defs)
+    props = schema.setdefault("properties", {})
+    for key, sub in _SHARED.items():
+        props.setdefault(key, sub)
+    schema.setdefault("title", family.type)
+    return schema
+
+
+def config_schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of a complete config file."""
+    defs: dict[str, Any] = {}
+    entries = [s for f in families() if (s := entry_schema(f, defs)) is not None]
+    sections = {}
+    for key, model in (("runs", RunsConfig), ("limits", LimitsConfig), ("emit", EmitConfig)):
+        sections[key] = _prefixed(model.model_json_schema(), f"{key}.", defs)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "otel-tooleval configuration",
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "graders": {"type": "array", "items": {"anyOf": entries},
+                        "description": "graders, each in the shape of its seed tool"},
+            **sections,
+        },
+        "$defs": defs,
+    }

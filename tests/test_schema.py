@@ -1,0 +1,53 @@
+"""`otel-tooleval schema`: a JSON Schema editors can use, agreeing with load_config."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from otel_tooleval.cli import main
+from otel_tooleval.schema import config_schema
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def validator() -> jsonschema.protocols.Validator:
+    schema = config_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    return jsonschema.Draft202012Validator(schema)
+
+
+def test_cli_prints_the_schema(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["schema"]) == 0
+    assert json.loads(capsys.readouterr().out) == config_schema()
+
+
+def test_example_configs_validate(validator: Any) -> None:
+    doc = yaml.safe_load((ROOT / "examples/plain_otel/graders.yaml").read_text())
+    validator.validate(doc)
+
+
+@pytest.mark.parametrize("bad", [
+    {"graders": [{"type": "tool-calls", "config": {"required": [{"name": "x", "min_count": "2"}]}}]},
+    {"graders": [{"type": "tool-calls", "config": {"required": ["x"]}, "extra": 1}]},
+    {"limits": {"queue_size": 0}},
+    {"emit": {"spans": True}},
+    {"unknown": 1},
+])
+def test_schema_rejects_what_load_config_rejects(validator: Any, bad: dict[str, Any]) -> None:
+    from otel_tooleval import ConfigError, load_config
+
+    assert list(validator.iter_errors(bad)), bad
+    with pytest.raises(ConfigError):
+        load_config(bad)
+
+
+def test_string_shorthand_is_valid(validator: Any) -> None:
+    validator.validate({"graders": [{"type": "tool-calls", "name": "x", "agents": ["a"],
+                                     "config": {"required": ["create", {"name": "bash"}]}}]})
