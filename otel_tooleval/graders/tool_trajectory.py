@@ -1,0 +1,438 @@
+"""The ``tool_trajectory`` grader (seeds/tool-trajectory.txt, agentv): which tools, in what order.
+
+Three modes. ``any_order`` checks minimum counts of completed calls per tool. ``in_order`` finds
+the expected calls as an ordered subsequence of the run, gaps allowed; ``exact`` compares the run
+with the expected list position by position. Both sequence modes can check arguments (a partial
+deep match) and per-call latency (``max_duration_ms``, one scoring aspect each).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    StrictStr,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ..model import AgentRun, GradeResult, ToolCall
+from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
+
+__all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
+
+TYPE = "tool_trajectory"
+ALIASES = ("tool-trajectory",)
+
+Mode = Literal["any_order", "in_order", "exact"]
+NonNegative = Annotated[float, Field(strict=True, ge=0, allow_inf_nan=False)]
+UnitInterval = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
+
+
+def _json_like(value: Any, path: str = "") -> None:
+    """Reject expected argument values that no decoded JSON could ever equal (YAML dates...)."""
+    at = f"at {path}: " if path else ""
+    if isinstance(value, Mapping):
+        for key, sub in value.items():
+            if not isinstance(key, str):
+                raise PydanticCustomError(
+                    "args_key", "{at}keys must be strings, got {kind}",
+                    {"at": at, "kind": type(key).__name__})
+            _json_like(sub, f"{path}.{key}" if path else key)
+    elif isinstance(value, list):
+        for i, sub in enumerate(value):
+            _json_like(sub, f"{path}[{i}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"{at}{value} is not a JSON number")
+    elif isinstance(value, (datetime.date, datetime.time)):
+        raise ValueError(f"{at}YAML read this as a {type(value).__name__}; quote it to compare "
+                         "with the text the tool received")
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        raise ValueError(f"{at}{type(value).__name__} is not a JSON value")
+
+
+class ExpectedCall(BaseModel):
+    """One entry of ``expected``: a tool, optionally its arguments and a latency limit."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool: StrictStr = Field(min_length=1)
+    args: Literal["any"] | dict[str, Any] = Field(
+        default="any", description="a partial deep match of the call's arguments, or 'any'")
+    max_duration_ms: NonNegative | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _mapping(cls, value: Any) -> Any:
+        if not isinstance(value, Mapping):
+            raise PydanticCustomError(
+                "expected_type", "an expected call must be a mapping with a 'tool' key, "
+                "e.g. {tool: search}")
+        return value
+
+    @field_validator("args", mode="before")
+    @classmethod
+    def _args(cls, value: Any) -> Any:
+        if value == "any":
+            return value
+        if not isinstance(value, Mapping):
+            raise PydanticCustomError(
+                "args_type", "must be a mapping of argument values (checked as a partial match) "
+                "or the word 'any'")
+        _json_like(value)
+        return dict(value)
+
+
+class ToolTrajectoryParams(BaseModel):
+    """One ``tool_trajectory`` entry, as agentv writes it (``name`` and ``type`` aside)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Mode
+    minimums: dict[StrictStr, Annotated[StrictInt, Field(ge=1)]] | None = None
+    expected: list[ExpectedCall] | None = None
+    threshold: UnitInterval = 1.0
+
+
+_TYPOS = {"name": "unknown key; an expected call names its tool with 'tool:'"}
+
+
+def _mode_problems(params: ToolTrajectoryParams) -> list[Problem]:
+    """What each mode needs and forbids; located at the key concerned."""
+    problems = []
+    if params.mode == "any_order":
+        if params.minimums is None:
+            problems.append(Problem(("minimums",), "required key is missing: any_order mode "
+                                                   "needs minimum counts per tool"))
+        elif not params.minimums:
+            problems.append(Problem(("minimums",), "must name at least one tool"))
+        if params.expected is not None:
+            problems.append(Problem(("expected",), "only used by in_order and exact modes; "
+                                                   "any_order takes minimums"))
+    else:
+        if params.expected is None:
+            problems.append(Problem(("expected",), f"required key is missing: {params.mode} "
+                                                   "mode needs a list of expected calls"))
+        elif not params.expected:
+            problems.append(Problem(("expected",), "must list at least one expected call"))
+        if params.minimums is not None:
+            problems.append(Problem(("minimums",), "only used by any_order mode"))
+    return problems
+
+
+def args_match(expected: Any, actual: Any) -> bool:
+    """SEMANTICS 3: partial deep equality without type coercion (but ``1 == 1.0``).
+
+    Every key of an expected object must be present with a matching value (nested objects are
+    partial too); lists need equal length and match element by element.
+    """
+    if isinstance(expected, Mapping):
+        return isinstance(actual, Mapping) and all(
+            key in actual and args_match(value, actual[key]) for key, value in expected.items())
+    if isinstance(expected, list):
+        return (isinstance(actual, list) and len(actual) == len(expected)
+                and all(args_match(e, a) for e, a in zip(expected, actual)))
+    if isinstance(expected, bool) or isinstance(actual, bool):
+        return isinstance(expected, bool) and isinstance(actual, bool) and expected == actual
+    if isinstance(expected, (int, float)):
+        return isinstance(actual, (int, float)) and expected == actual
+    if expected is None:
+        return actual is None
+    return isinstance(actual, str) and expected == actual
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    index: int
+    tool: str
+    args: dict[str, Any] | None
+    limit: float | None
+
+    @property
+    def what(self) -> str:
+        return self.tool + (" with args" if self.args is not None else "")
+
+    @property
+    def label(self) -> str:
+        return f"entry {self.index} ({self.what})"
+
+    def matches(self, call: ToolCall) -> bool:
+        if call.name != self.tool:
+            return False
+        if self.args is None:
+            return True
+        # A span that recorded no arguments stands for a call with no arguments.
+        actual = call.arguments
+        return args_match(self.args, {} if actual is None else actual)
+
+    def latency(self, call: ToolCall) -> tuple[int, int]:
+        """(neutral, hit) of this entry's latency aspect when matched to ``call``."""
+        if self.limit is None:
+            return 0, 0
+        duration = call.duration_ms
+        if duration is None:
+            return 1, 0
+        return 0, int(duration <= self.limit)
+
+
+# -- in_order: the largest ordered matching, best score among those -------------------------------
+#
+# A column of states over the expected entries, rolled over the calls (no full table). A state is
+# (hits, front): among the largest matchings of that prefix, the Pareto front of (neutral,
+# latency_hits, path) options. Score = (hits + latency_hits) / (E + L - neutral) is a ratio, not a
+# sum, so no single number can rank partial matchings; but an option with at least as many
+# neutral aspects and at least as many latency hits as another scores at least as well after any
+# common continuation, so only the front is kept (one option unless pending calls were matched).
+# Every largest matching extends largest matchings of its prefixes, so this is exact. Paths are
+# shared linked tuples (entry, call, rest): memory stays linear in the number of entries.
+
+_Path = tuple[int, int, Any] | None
+_Option = tuple[int, int, _Path]
+_State = tuple[int, tuple[_Option, ...]]
+
+
+def _front(options: Sequence[_Option]) -> tuple[_Option, ...]:
+    """The undominated options by ascending neutral count; earlier options win exact ties."""
+    kept: list[_Option] = []
+    for option in sorted(options, key=lambda o: (-o[0], -o[1])):
+        if not kept or option[1] > kept[-1][1]:
+            kept.append(option)
+    kept.reverse()
+    return tuple(kept)
+
+
+def _better(a: _State, b: _State) -> _State:
+    """The combination of two states; ``a`` wins ties (it uses earlier calls)."""
+    if a is b:
+        return a
+    if a[0] != b[0]:
+        return a if a[0] > b[0] else b
+    fa, fb = a[1], b[1]
+    if len(fa) == 1 and len(fb) == 1:
+        (na, la, _), (nb, lb, _) = fa[0], fb[0]
+        if na >= nb and la >= lb:
+            return a
+        if nb >= na and lb >= la:
+            return b
+    front = _front(fa + fb)
+    if len(front) == len(fa) and all(x is y for x, y in zip(front, fa)):
+        return a
+    return a[0], front
+
+
+def _extend(state: _State, entry: int, call: int, neutral: int, hit: int) -> _State:
+    return state[0] + 1, tuple((n + neutral, lh + hit, (entry, call, path))
+                               for n, lh, path in state[1])
+
+
+def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> dict[int, ToolCall]:
+    """Entry index -> matched call for the best largest in-order matching."""
+    by_tool: dict[str, list[_Entry]] = {}
+    for e in entries:
+        by_tool.setdefault(e.tool, []).append(e)
+    start: _State = (0, ((0, 0, None),))
+    column: list[_State] = [start] * (len(entries) + 1)
+    for j, call in enumerate(calls):
+        candidates = [e for e in by_tool.get(call.name, ()) if e.matches(call)]
+        if not candidates:
+            continue            # a call no entry matches leaves the column as it was
+        matching = {e.index: e for e in candidates}
+        first = candidates[0].index
+        new = column[:first + 1]
+        for i in range(first + 1, len(entries) + 1):
+            best = _better(column[i], new[i - 1])
+            entry = matching.get(i - 1)
+            if entry is not None:
+                best = _better(best, _extend(column[i - 1], i - 1, j, *entry.latency(call)))
+            new.append(best)
+        column = new
+    hits, front = column[-1]
+    aspects = len(entries) + sum(1 for e in entries if e.limit is not None)
+    chosen = front[0]
+    for option in front[1:]:
+        if (hits + option[1]) * (aspects - chosen[0]) > (hits + chosen[1]) * (aspects - option[0]):
+            chosen = option
+    matched: dict[int, ToolCall] = {}
+    path = chosen[2]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+class ToolTrajectoryGrader:
+    """Grades a run against minimums (any_order) or an expected call list (in_order, exact)."""
+
+    type = TYPE
+
+    def __init__(self, name: str, params: ToolTrajectoryParams, include_values: bool) -> None:
+        self.name = name
+        self.params = params
+        self.include_values = include_values
+        self.entries = tuple(
+            _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
+            for i, e in enumerate(params.expected or ()))
+
+    def grade(self, run: AgentRun) -> GradeResult:
+        if self.params.mode == "any_order":
+            score, summary, details = self._any_order(run.calls)
+        else:
+            score, summary, details = self._sequence(run.calls)
+        threshold = self.params.threshold
+        passed = score >= threshold
+        if threshold < 1.0:
+            summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
+        return GradeResult(
+            name=self.name, type=TYPE, score=score, passed=passed,
+            label="pass" if passed else "fail", explanation=summary,
+            details={"mode": self.params.mode, "threshold": threshold, **details},
+        )
+
+    def _any_order(self, calls: Sequence[ToolCall]
+                   ) -> tuple[float, str, dict[str, Any]]:
+        minimums = self.params.minimums or {}
+        completed: dict[str, list[int]] = {tool: [] for tool in minimums}
+        pending: dict[str, int] = dict.fromkeys(minimums, 0)
+        for call in calls:
+            positions = completed.get(call.name)
+            if positions is None:
+                continue
+            if call.pending:
+                pending[call.name] += 1
+            else:
+                positions.append(call.index)
+        tools = [{"tool": tool, "minimum": minimum, "count": len(completed[tool]),
+                  "met": len(completed[tool]) >= minimum, "calls": completed[tool],
+                  "pending": pending[tool]} for tool, minimum in minimums.items()]
+        met = sum(1 for t in tools if t["met"])
+        short = [f"{t['tool']} ({t['count']} of {t['minimum']})" for t in tools if not t["met"]]
+        if not short:
+            summary = f"All {len(tools)} tools met their minimum counts of completed calls."
+        else:
+            summary = (f"{len(short)} of {len(tools)} tools below their minimum count of "
+                       f"completed calls: {_listing(short)}.")
+        return met / len(tools), summary, {"tools": tools, "met": met, "total": len(tools)}
+
+    def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
+        exact = self.params.mode == "exact"
+        if exact:
+            matched = {e.index: calls[e.index] for e in self.entries
+                       if e.index < len(calls) and e.matches(calls[e.index])}
+        else:
+            matched = _in_order(self.entries, calls)
+        rows = []
+        latency = {"assertions": 0, "hits": 0, "misses": 0, "neutral": 0}
+        slow: list[str] = []
+        for e in self.entries:
+            call = matched.get(e.index)
+            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
+                                   "args_checked": e.args is not None,
+                                   "call": None if call is None else call.index}
+            if exact:
+                actual = calls[e.index] if e.index < len(calls) else None
+                row["actual_tool"] = None if actual is None else actual.name
+            if e.limit is not None:
+                latency["assertions"] += 1
+                row["max_duration_ms"] = e.limit
+                row["duration_ms"] = None if call is None else call.duration_ms
+                if call is not None and call.duration_ms is None:
+                    verdict = "neutral"
+                elif call is not None and e.latency(call)[1]:
+                    verdict = "hit"
+                else:
+                    verdict = "miss"
+                    if call is not None:
+                        slow.append(f"{e.label} at call #{call.index}")
+                latency[{"hit": "hits", "miss": "misses", "neutral": "neutral"}[verdict]] += 1
+                row["latency"] = verdict
+            if self.include_values:
+                row["expected_args"] = e.args
+                row["arguments"] = None if call is None else call.arguments
+            rows.append(row)
+        hits = len(matched)
+        extra = [c.index for c in calls[len(self.entries):]] if exact else []
+        sequence_aspects = max(len(self.entries), len(calls)) if exact else len(self.entries)
+        aspects = sequence_aspects + latency["assertions"] - latency["neutral"]
+        score = (hits + latency["hits"]) / aspects
+        details: dict[str, Any] = {
+            "hits": hits, "expected": len(self.entries), "actual": len(calls),
+            "aspects": aspects, "latency": latency, "entries": rows,
+        }
+        if exact:
+            details["extra_calls"] = extra
+        return score, self._explain(rows, hits, exact, extra, slow, latency), details
+
+    def _explain(self, rows: list[dict[str, Any]], hits: int, exact: bool, extra: list[int],
+                 slow: list[str], latency: Mapping[str, int]) -> str:
+        total = len(self.entries)
+        missed = [e for e, row in zip(self.entries, rows) if row["call"] is None]
+        problems: list[str] = []
+        if exact:
+            wrong = [f"position {e.index} expected {e.what}, got {_got(e, row['actual_tool'])}"
+                     for e, row in zip(self.entries, rows)
+                     if row["call"] is None and row["actual_tool"] is not None]
+            absent = [e.label for e, row in zip(self.entries, rows) if row["actual_tool"] is None]
+            if wrong:
+                problems.append(_listing(wrong))
+            if absent:
+                problems.append(f"missing {_listing(absent)}")
+            if extra:
+                problems.append(f"{len(extra)} extra call(s) at "
+                                f"{_listing([f'#{i}' for i in extra])}")
+            head = f"{hits} of {total} expected calls in place"
+        else:
+            if missed:
+                problems.append(f"no in-order match for {_listing([e.label for e in missed])}")
+            head = f"{hits} of {total} expected calls matched in order"
+        if slow:
+            problems.append(f"over the latency limit: {_listing(slow)}")
+        if latency["neutral"]:
+            problems.append(f"{latency['neutral']} latency check(s) left out: matched call "
+                            "still pending")
+        if not problems:
+            tail = ", all latency limits met" if latency["assertions"] else ""
+            return f"All {total} expected calls {'in place' if exact else 'matched in order'}" \
+                   f"{tail}."
+        return f"{head}; " + "; ".join(problems) + "."
+
+
+def _got(entry: _Entry, actual: str) -> str:
+    return f"{actual} with other args" if actual == entry.tool else actual
+
+
+def _listing(items: Sequence[str], limit: int = 3) -> str:
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolTrajectoryGrader:
+    params = params_of(ToolTrajectoryParams, entry, _TYPOS)
+    problems = _mode_problems(params)
+    if problems:
+        raise ConfigProblems(problems)
+    return ToolTrajectoryGrader(name, params, include_values)
+
+
+def _schema() -> dict[str, Any]:
+    schema = ToolTrajectoryParams.model_json_schema()
+    schema["title"] = TYPE
+    schema["properties"]["type"] = {"enum": [TYPE, *ALIASES]}
+    schema["required"] = ["type", *schema.get("required", [])]
+    schema["allOf"] = [
+        {"if": {"properties": {"mode": {"const": "any_order"}}},
+         "then": {"required": ["minimums"], "not": {"required": ["expected"]}},
+         "else": {"required": ["expected"], "not": {"required": ["minimums"]}}},
+    ]
+    return schema
+
+
+register(GraderFamily(TYPE, ALIASES, _build, schema=_schema))
