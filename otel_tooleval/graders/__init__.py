@@ -4,6 +4,7 @@ name in the import below."""
 from __future__ import annotations
 
 from . import (  # noqa: F401  (importing a family registers it)
+    function_sets,
     tool_calls,
     tool_trajectory,
 )
