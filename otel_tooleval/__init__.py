@@ -21,6 +21,7 @@ __all__ = [
     "__version__",
     "grade_run",
     "grade_spans",
+    "grader",
     "install",
     "load_config",
 ]

@@ -27,6 +27,7 @@ from pydantic import (
 
 from .graders import REGISTRY
 from .graders.registry import (
+    BuildContext,
     ConfigProblems,
     Grader,
     Problem,
@@ -120,7 +121,7 @@ class EmitConfig(BaseModel):
 class _TopLevel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    graders: list[Any] = Field(default_factory=list)
+    graders: list[Any] | dict[str, Any] = Field(default_factory=list)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     emit: EmitConfig = Field(default_factory=EmitConfig)
@@ -151,13 +152,18 @@ class ToolEvalConfig:
     source: str | None = None
 
 
-def _build_grader(index: int, entry: Any, names: dict[str, int],
-                  include_values: bool) -> tuple[ConfiguredGrader | None, list[Problem]]:
+def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
+                  context: BuildContext) -> tuple[ConfiguredGrader | None, list[Problem]]:
     loc: tuple[str | int, ...] = ("graders", index)
     if isinstance(entry, str):
         entry = {"type": entry}
     if not isinstance(entry, Mapping):
         return None, [Problem(loc, f"a grader entry must be a mapping, got {type(entry).__name__}")]
+    if isinstance(index, str):
+        # letta's shape: graders keyed by name; a ``name`` inside must agree.
+        if entry.get("name", index) != index:
+            return None, [Problem(loc + ("name",), f"differs from the key {index!r} it is under")]
+        entry = {**entry, "name": index}
     by_keys = family_by_keys(entry)
     type_key = "type" if "type" in entry else "kind" if "kind" in entry else None
     if by_keys is not None:
@@ -183,8 +189,9 @@ def _build_grader(index: int, entry: Any, names: dict[str, int],
         problems.append(Problem(loc + ("name",), "must be a non-empty string"))
         name = f"{family.type}#{index}"
     elif name in names:
-        problems.append(Problem(loc + ("name",),
-                                f"duplicate grader name {name!r} (also graders[{names[name]}])"))
+        other = names[name]
+        where = f"graders[{other}]" if isinstance(other, int) else f"graders.{other}"
+        problems.append(Problem(loc + ("name",), f"duplicate grader name {name!r} (also {where})"))
     names[name] = index
     agents = entry.get("agents")
     if type_key is None and isinstance(entry.get("agent"), str) and agents is None:
@@ -196,7 +203,10 @@ def _build_grader(index: int, entry: Any, names: dict[str, int],
     shared = ("name", "agents", type_key) if type_key else ("name", "agents", "agent")
     rest = {k: v for k, v in entry.items() if k not in shared}
     try:
-        grader = family.build(rest, name, include_values)
+        if family.build_with_context is not None:
+            grader = family.build_with_context(rest, name, context)
+        else:
+            grader = family.build(rest, name, context.include_values)
     except ConfigProblems as exc:
         return None, problems + [Problem(loc + p.loc, p.message) for p in exc.problems]
     except ValidationError as exc:
@@ -226,12 +236,20 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
         problems.extend(problems_from_validation(exc))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig())
-        if not isinstance(top.graders, list):
+        if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
-    names: dict[str, int] = {}
-    for i, entry in enumerate(top.graders):
-        grader, found = _build_grader(i, entry, names, top.emit.include_values)
+    names: dict[str, int | str] = {}
+    context = BuildContext(
+        include_values=top.emit.include_values,
+        ground_truth_attribute=top.runs.ground_truth_attribute,
+        base_dir=Path(source).parent if source is not None else None,
+    )
+    keyed: list[tuple[int | str, Any]] = (
+        list(top.graders.items()) if isinstance(top.graders, Mapping)
+        else list(enumerate(top.graders)))
+    for i, entry in keyed:
+        grader, found = _build_grader(i, entry, names, context)
         problems.extend(found)
         if grader is not None:
             graders.append(grader)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from . import (  # noqa: F401  (importing a family registers it)
     function_sets,
     tool_calls,
+    tool_graders,
     tool_trajectory,
 )
 from .registry import REGISTRY, Grader, GraderFamily, GradingConfigError, register

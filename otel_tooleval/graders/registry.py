@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ValidationError
@@ -76,6 +77,19 @@ class AggregatingGrader(Grader, Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class BuildContext:
+    """Config-wide settings a family may need when it builds a grader.
+
+    ``base_dir`` is the directory of the config file (None for a mapping or YAML text), against
+    which relative paths in the config (a custom grader's ``file.py``) are resolved.
+    """
+
+    include_values: bool = False
+    ground_truth_attribute: str = "tooleval.ground_truth"
+    base_dir: Path | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class GraderFamily:
     """A family of graders: its type ids and how an entry of the config becomes a grader.
 
@@ -83,6 +97,9 @@ class GraderFamily:
     (``name``, ``agents``, and the ``type``/``kind`` that chose the family) and returns a
     grader; it raises ``pydantic.ValidationError`` or ``ConfigProblems`` for bad entries,
     located relative to the entry.
+
+    ``build_with_context``, when given, is used instead of ``build`` and receives the
+    config-wide ``BuildContext``.
 
     ``keys`` are keys that identify the family in an entry without its type, for shapes pasted
     from the original tools (mcptest's ``equal_function_sets:`` block); such an entry reaches
@@ -95,6 +112,7 @@ class GraderFamily:
     build: Callable[[Mapping[str, Any], str, bool], Grader]
     keys: tuple[str, ...] = ()
     schema: Callable[[], dict[str, Any]] | None = None
+    build_with_context: Callable[[Mapping[str, Any], str, BuildContext], Grader] | None = None
 
 
 class ConfigProblems(Exception):
