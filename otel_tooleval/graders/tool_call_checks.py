@@ -1,0 +1,402 @@
+"""The ``tool-call-count``, ``tool-call-args`` and ``tool-call-output`` graders
+(seeds/tool-call-order.txt, the UiPath SDK's other tool-call evaluators).
+
+count: each ``{tool: [op, n]}`` entry holds or not; a tool never called has count 0.
+args / output: expected entries are paired with distinct calls so that the number paired is
+the largest possible (maximum bipartite matching, not first-come greedy); score = paired /
+expected. ``strict`` makes each of them all or nothing. Entry shapes: see ``tool_call_order``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
+
+from ..model import AgentRun, GradeResult, ToolCall, text_of
+from .registry import GraderFamily, params_of, register
+from .tool_call_order import (
+    NOT_EMPTY,
+    SdkConfig,
+    SdkEntry,
+    Spec,
+    ToolName,
+    build_spec,
+    calls_text,
+    entry_schema,
+    key_hints,
+    non_empty,
+    verdict,
+)
+
+__all__ = [
+    "ArgsCriteria",
+    "CountCriteria",
+    "ExpectedCall",
+    "ExpectedOutput",
+    "OutputCriteria",
+    "ToolCallArgsGrader",
+    "ToolCallCountGrader",
+    "ToolCallOutputGrader",
+    "max_matching",
+    "output_text",
+    "same_value",
+]
+
+COUNT, ARGS, OUTPUT = "tool-call-count", "tool-call-args", "tool-call-output"
+
+# -- count ----------------------------------------------------------------------------------------
+
+Op = Literal[">", "<", ">=", "<=", "=", "==", "!="]
+_OPS: dict[str, Callable[[int, int], bool]] = {
+    ">": operator.gt, "<": operator.lt, ">=": operator.ge, "<=": operator.le,
+    "=": operator.eq, "==": operator.eq, "!=": operator.ne,
+}
+Count = Annotated[int, Field(ge=0, strict=True)]
+Counts = Annotated[dict[ToolName, tuple[Op, Count]],
+                   AfterValidator(non_empty("tool with its [operator, count]")),
+                   Field(json_schema_extra={"minProperties": 1})]
+
+
+class CountCriteria(BaseModel):
+    """``evaluation_criteria`` of tool-call-count."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_calls_count: Counts = Field(description="tool name -> [operator, count]")
+
+
+class CountEntry(SdkEntry[CountCriteria]):
+    """One tool-call-count entry, flat or in the SDK's nested form."""
+
+    tool_calls_count: Counts | None = Field(
+        default=None, description="tool name -> [operator, count]")
+
+
+class ToolCallCountGrader:
+    """Checks how many times each named tool was called (pending calls included)."""
+
+    type = COUNT
+
+    def __init__(self, name: str, spec: Spec[CountCriteria]) -> None:
+        self.name = name
+        self.spec = spec
+
+    def grade(self, run: AgentRun) -> GradeResult:
+        counts = Counter(c.name for c in run.calls)
+        checks = []
+        for tool, (op, n) in self.spec.criteria.tool_calls_count.items():
+            actual = counts.get(tool, 0)
+            checks.append({"tool": tool, "operator": op, "expected": n, "actual": actual,
+                           "passed": _OPS[op](actual, n)})
+        held = sum(1 for c in checks if c["passed"])
+        failed = [c for c in checks if not c["passed"]]
+        if self.spec.strict:
+            score = 1.0 if not failed else 0.0
+        else:
+            score = held / len(checks)
+        if not failed:
+            text = (f"All {len(checks)} count checks hold." if len(checks) > 1
+                    else "The count check holds.")
+        else:
+            why = "; ".join(f"{c['tool']!r} was called {c['actual']} "
+                            f"time{'' if c['actual'] == 1 else 's'}, expected "
+                            f"{c['operator']} {c['expected']}" for c in failed[:3])
+            more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
+            text = f"{held} of {len(checks)} count checks hold: {why}{more}."
+        return verdict(self.name, COUNT, self.spec, score, text,
+                       {"checks": checks, "actual_tool_calls": dict(counts)})
+
+
+# -- pairing --------------------------------------------------------------------------------------
+
+def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
+    """Pair each entry with at most one of its candidate calls, every call used at most once,
+    pairing as many entries as possible (augmenting paths, breadth first).
+
+    Returns, per entry, the paired call position or None. Candidates are tried in the order
+    given, so earlier calls are preferred where the maximum allows a choice.
+    """
+    paired: list[int | None] = [None] * len(candidates)
+    owner: dict[int, int] = {}
+    for root, mine in enumerate(candidates):
+        free = next((c for c in mine if c not in owner), None)
+        if free is not None:
+            paired[root], owner[free] = free, root
+            continue
+        reached: dict[int, int] = {}           # call -> entry it was reached from
+        queue = [root]
+        end = None
+        for entry in queue:
+            for c in candidates[entry]:
+                if c in reached:
+                    continue
+                reached[c] = entry
+                if c not in owner:
+                    end = c
+                    break
+                queue.append(owner[c])
+            if end is not None:
+                break
+        while end is not None:                 # flip the path back to the root
+            entry = reached[end]
+            previous = paired[entry]
+            paired[entry], owner[end] = end, entry
+            end = None if entry == root else previous
+    return paired
+
+
+def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, list[int]]],
+                  paired: Sequence[int | None], by_name: Mapping[str, list[int]],
+                  absent: str = "was never called") -> str:
+    done = sorted(p for p in paired if p is not None)
+    if len(done) == len(expected):
+        if len(done) == 1:
+            return f"The expected {kind[:-1]} was matched (call #{done[0]})."
+        return f"All {len(expected)} expected {kind} were matched (calls {calls_text(done)})."
+    reasons = []
+    for i, (tool, cands) in enumerate(expected):
+        if paired[i] is not None:
+            continue
+        calls = by_name.get(tool, [])
+        if not calls:
+            reasons.append(f"{tool!r} (entry {i}) {absent}")
+        elif not cands:
+            reasons.append(f"{tool!r} (entry {i}): none of its calls ({calls_text(calls)}) "
+                           f"has {what}")
+        else:
+            reasons.append(f"{tool!r} (entry {i}): its calls with {what} "
+                           f"({calls_text(cands)}) are paired with other entries")
+    more = f" and {len(reasons) - 3} more" if len(reasons) > 3 else ""
+    return (f"{len(done)} of {len(expected)} expected {kind} were matched; "
+            + "; ".join(reasons[:3]) + more + ".")
+
+
+def _pairing_details(expected_names: Sequence[str], paired: Sequence[int | None],
+                     candidates: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
+    return [{"entry": i, "tool": tool, "call": paired[i], "matching_calls": list(candidates[i])}
+            for i, tool in enumerate(expected_names)]
+
+
+def _score(spec: Spec[Any], matched: int, expected: int) -> float:
+    if spec.strict:
+        return 1.0 if matched == expected else 0.0
+    return matched / expected
+
+
+# -- args -----------------------------------------------------------------------------------------
+
+class ExpectedCall(BaseModel):
+    """An expected call: the tool's exact name and its arguments."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ToolName
+    args: dict[StrictStr, Any]
+
+
+ExpectedCalls = Annotated[list[ExpectedCall], AfterValidator(non_empty("expected call")),
+                          NOT_EMPTY]
+
+
+class ArgsCriteria(BaseModel):
+    """``evaluation_criteria`` of tool-call-args."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_calls: ExpectedCalls = Field(description="expected calls: [{name, args}]")
+
+
+class ArgsConfig(SdkConfig[ArgsCriteria]):
+    subset: StrictBool | None = None
+
+
+class ArgsEntry(SdkEntry[ArgsCriteria]):
+    """One tool-call-args entry, flat or in the SDK's nested form."""
+
+    subset: StrictBool | None = Field(
+        default=None, description="check only the given argument keys; default false")
+    config: ArgsConfig | None = None
+    tool_calls: ExpectedCalls | None = Field(
+        default=None, description="expected calls: [{name, args}]")
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """JSON equality without coercion: ``"10" != 10``, ``true != 1``, but ``1 == 1.0``."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        return a == b
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, (Mapping, list, tuple)) or isinstance(b, (Mapping, list, tuple)):
+        return False
+    return type(a) is type(b) and bool(a == b)
+
+
+def _args_match(expected: Mapping[str, Any], call: ToolCall, subset: bool) -> bool:
+    actual = call.arguments
+    if actual is None:
+        actual = {}                      # no recorded arguments: called without any
+    if not isinstance(actual, Mapping):
+        return False
+    if subset:
+        return all(k in actual and same_value(v, actual[k]) for k, v in expected.items())
+    return same_value(expected, actual)
+
+
+class ToolCallArgsGrader:
+    """Pairs expected ``{name, args}`` entries with calls whose arguments match."""
+
+    type = ARGS
+
+    def __init__(self, name: str, spec: Spec[ArgsCriteria], include_values: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.subset = bool(spec.options["subset"])
+        self.include_values = include_values
+
+    def grade(self, run: AgentRun) -> GradeResult:
+        expected = self.spec.criteria.tool_calls
+        by_name = _positions_by_name(run.calls)
+        candidates = [[j for j in by_name.get(e.name, ())
+                       if _args_match(e.args, run.calls[j], self.subset)] for e in expected]
+        paired = max_matching(candidates)
+        matched = sum(1 for p in paired if p is not None)
+        entries = _pairing_details([e.name for e in expected], paired, candidates)
+        if self.include_values:
+            for row, e in zip(entries, expected):
+                row["args"] = e.args
+                row["calls"] = [{"call": j, "args": run.calls[j].arguments}
+                                for j in by_name.get(e.name, [])[:5]]
+        what = "the expected arguments" if self.subset else "equal arguments"
+        text = _pairing_text("calls", what,
+                             [(e.name, c) for e, c in zip(expected, candidates)], paired,
+                             by_name)
+        return verdict(self.name, ARGS, self.spec, _score(self.spec, matched, len(expected)),
+                       text, {"expected": entries, "matched": matched, "subset": self.subset})
+
+
+# -- output ---------------------------------------------------------------------------------------
+
+class ExpectedOutput(BaseModel):
+    """An expected output: the tool's exact name and its result as text."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: ToolName
+    output: StrictStr
+
+
+ExpectedOutputs = Annotated[list[ExpectedOutput],
+                            AfterValidator(non_empty("expected output")), NOT_EMPTY]
+
+
+class OutputCriteria(BaseModel):
+    """``evaluation_criteria`` of tool-call-output."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    tool_outputs: ExpectedOutputs = Field(description="expected outputs: [{name, output}]")
+
+
+class OutputEntry(SdkEntry[OutputCriteria]):
+    """One tool-call-output entry, flat or in the SDK's nested form."""
+
+    tool_outputs: ExpectedOutputs | None = Field(
+        default=None, description="expected outputs: [{name, output}]")
+
+
+def output_text(call: ToolCall) -> str | None:
+    """A completed call's output as text (SEMANTICS 3); None when pending or without result.
+
+    A JSON object with a ``content`` field gives that field; any other parsed JSON value is
+    written as compact JSON; a JSON string gives its content; other text is used as is.
+    """
+    if call.pending or not call.has_result:
+        return None
+    value = call.result
+    if isinstance(value, Mapping) and "content" in value:
+        value = value["content"]
+    return text_of(value)
+
+
+class ToolCallOutputGrader:
+    """Pairs expected ``{name, output}`` entries with completed calls whose output is equal."""
+
+    type = OUTPUT
+
+    def __init__(self, name: str, spec: Spec[OutputCriteria], include_values: bool) -> None:
+        self.name = name
+        self.spec = spec
+        self.include_values = include_values
+
+    def grade(self, run: AgentRun) -> GradeResult:
+        expected = self.spec.criteria.tool_outputs
+        completed = [c for c in run.calls if not c.pending]
+        by_name = _positions_by_name(completed)
+        wanted = {e.name for e in expected}
+        texts = {c.index: output_text(c) for c in completed if c.name in wanted}
+        candidates = [[j for j in by_name.get(e.name, ()) if texts.get(j) == e.output]
+                      for e in expected]
+        paired = max_matching(candidates)
+        matched = sum(1 for p in paired if p is not None)
+        entries = _pairing_details([e.name for e in expected], paired, candidates)
+        if self.include_values:
+            for row, e in zip(entries, expected):
+                row["output"] = e.output
+                row["calls"] = [{"call": j, "output": texts.get(j)}
+                                for j in by_name.get(e.name, [])[:5]]
+        text = _pairing_text("outputs", "an equal output",
+                             [(e.name, c) for e, c in zip(expected, candidates)], paired,
+                             by_name, "has no completed call")
+        pending = sum(1 for c in run.calls if c.pending and c.name in wanted)
+        if pending and matched < len(expected):
+            text = text[:-1] + f" ({pending} pending call{'s' if pending > 1 else ''} ignored)."
+        return verdict(self.name, OUTPUT, self.spec, _score(self.spec, matched, len(expected)),
+                       text, {"expected": entries, "matched": matched, "pending_ignored": pending})
+
+
+def _positions_by_name(calls: Sequence[ToolCall]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for c in calls:
+        out.setdefault(c.name, []).append(c.index)
+    return out
+
+
+# -- registration ---------------------------------------------------------------------------------
+
+def _build_count(entry: Mapping[str, Any], name: str, include_values: bool,
+                 ) -> ToolCallCountGrader:
+    parsed = params_of(CountEntry, entry, key_hints(COUNT))
+    return ToolCallCountGrader(name, build_spec(parsed, "tool_calls_count", CountCriteria))
+
+
+def _build_args(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolCallArgsGrader:
+    parsed = params_of(ArgsEntry, entry, key_hints(ARGS))
+    spec = build_spec(parsed, "tool_calls", ArgsCriteria, {"subset": False})
+    return ToolCallArgsGrader(name, spec, include_values)
+
+
+def _build_output(entry: Mapping[str, Any], name: str, include_values: bool,
+                  ) -> ToolCallOutputGrader:
+    parsed = params_of(OutputEntry, entry, key_hints(OUTPUT))
+    return ToolCallOutputGrader(name, build_spec(parsed, "tool_outputs", OutputCriteria),
+                                include_values)
+
+
+def _family(type_: str, evaluator: str, build: Callable[[Mapping[str, Any], str, bool], Any],
+            model: type[BaseModel], criteria_key: str) -> GraderFamily:
+    aliases = (evaluator, f"uipath-{type_}", type_.replace("-", "_"))
+    return GraderFamily(type_, aliases, build,
+                        schema=lambda: entry_schema(model, type_, aliases, criteria_key))
+
+
+register(_family(COUNT, "ToolCallCountEvaluator", _build_count, CountEntry, "tool_calls_count"))
+register(_family(ARGS, "ToolCallArgsEvaluator", _build_args, ArgsEntry, "tool_calls"))
+register(_family(OUTPUT, "ToolCallOutputEvaluator", _build_output, OutputEntry, "tool_outputs"))
