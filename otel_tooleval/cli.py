@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from . import __version__
 from .config import ConfigError, load_config
@@ -50,8 +51,23 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _params(grader: object) -> object:
+    """A grader's resolved options as plain data (pydantic models and dataclasses unfolded)."""
     params = getattr(grader, "params", None)
-    return params.model_dump(exclude_none=True) if params is not None else None
+    if params is None:
+        params = getattr(grader, "spec", None)
+    return _plain(params)
+
+
+def _plain(value: object) -> object:
+    if hasattr(value, "model_dump"):
+        return value.model_dump(exclude_none=True, mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -51,3 +51,21 @@ def test_schema_rejects_what_load_config_rejects(validator: Any, bad: dict[str, 
 def test_string_shorthand_is_valid(validator: Any) -> None:
     validator.validate({"graders": [{"type": "tool-calls", "name": "x", "agents": ["a"],
                                      "config": {"required": ["create", {"name": "bash"}]}}]})
+
+
+def test_one_of_each_family_validates_and_loads(validator: Any,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = ROOT / "examples/all_families.yaml"
+    validator.validate(yaml.safe_load(path.read_text()))
+    assert main(["check", str(path)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [g["type"] for g in doc["graders"]] == [
+        "tool-calls", "tool_trajectory", "equal_function_sets", "tool", "tool-call-order"]
+    assert all(g["params"] for g in doc["graders"])
+
+
+def test_every_family_contributes_an_entry_schema() -> None:
+    from otel_tooleval.graders.registry import families
+
+    missing = [f.type for f in families() if f.schema is None]
+    assert missing == []
