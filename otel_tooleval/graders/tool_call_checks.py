@@ -9,6 +9,7 @@ expected. ``strict`` makes each of them all or nothing. Entry shapes: see ``tool
 
 from __future__ import annotations
 
+import json
 import operator
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -224,8 +225,16 @@ class ArgsEntry(SdkEntry[ArgsCriteria]):
         default=None, description="expected calls: [{name, args}]")
 
 
+_SCALARS = (str, int, float)
+
+
 def same_value(a: Any, b: Any) -> bool:
     """JSON equality without coercion: ``"10" != 10``, ``true != 1``, but ``1 == 1.0``."""
+    ta, tb = type(a), type(b)
+    if ta is tb and ta in _SCALARS:        # the common case, without the ABC checks below
+        return bool(a == b)
+    if ta is dict and tb is dict:
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
     if isinstance(a, bool) or isinstance(b, bool):
         return isinstance(a, bool) and isinstance(b, bool) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -260,12 +269,22 @@ class ToolCallArgsGrader:
         self.spec = spec
         self.subset = bool(spec.options["subset"])
         self.include_values = include_values
+        seen: dict[str, int] = {}
+        self.keys = [seen.setdefault(json.dumps([e.name, e.args], sort_keys=True), len(seen))
+                     for e in spec.criteria.tool_calls]
 
     def grade(self, run: AgentRun) -> GradeResult:
         expected = self.spec.criteria.tool_calls
         by_name = _positions_by_name(run.calls)
-        candidates = [[j for j in by_name.get(e.name, ())
-                       if _args_match(e.args, run.calls[j], self.subset)] for e in expected]
+        # Entries repeating the same expected call share one candidate list.
+        shared: dict[int, list[int]] = {}
+        candidates = []
+        for e, key in zip(expected, self.keys):
+            found = shared.get(key)
+            if found is None:
+                found = shared[key] = [j for j in by_name.get(e.name, ())
+                                       if _args_match(e.args, run.calls[j], self.subset)]
+            candidates.append(found)
         paired = max_matching(candidates)
         matched = sum(1 for p in paired if p is not None)
         entries = _pairing_details([e.name for e in expected], paired, candidates)

@@ -248,12 +248,21 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> dict[int,
         matching = {e.index: e for e in candidates}
         first = candidates[0].index
         new = column[:first + 1]
+        previous = new[-1]
         for i in range(first + 1, len(entries) + 1):
-            best = _better(column[i], new[i - 1])
+            # _better inlined for the common cases: same object, or different hit counts.
+            above = column[i]
+            if above is previous or above[0] > previous[0]:
+                best = above
+            elif above[0] < previous[0]:
+                best = previous
+            else:
+                best = _better(above, previous)
             entry = matching.get(i - 1)
             if entry is not None:
                 best = _better(best, _extend(column[i - 1], i - 1, j, *entry.latency(call)))
             new.append(best)
+            previous = best
         column = new
     hits, front = column[-1]
     aspects = len(entries) + sum(1 for e in entries if e.limit is not None)
