@@ -23,7 +23,7 @@ import statistics
 import sys
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from otel_tooleval import load_config
@@ -121,11 +121,11 @@ def bench_sizes(sizes: Sequence[int], repeat: int) -> None:
         for name, grader in graders.items():
             runs = [fresh_run(recs) for _ in range(reps)]
             it = iter(runs)
-            rows[name].append(timed(lambda g=grader: g.grade(next(it)), reps))
+            rows[name].append(timed(lambda g=grader, it=it: g.grade(next(it)), reps))
         runs = [fresh_run(recs) for _ in range(reps)]
         it = iter(runs)
 
-        def everything() -> None:
+        def everything(it: Iterator[AgentRun] = it) -> None:
             run = next(it)
             for grader in graders.values():
                 grader.grade(run)
