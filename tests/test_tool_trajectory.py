@@ -709,3 +709,28 @@ def test_every_yaml_example_in_the_docs_loads_and_grades() -> None:
               call("knowledgeSearch", {}), call("documentRetrieve", {})]
     scores = [grade(block.split("```")[0], script).score for block in blocks]
     assert scores == [1.0, 1.0, 0.0]
+
+
+def test_settled_fast_path_agrees_with_the_pareto_fronts() -> None:
+    """Without pending calls the integer DP must choose as well as the general one."""
+    import random
+
+    from otel_tooleval.graders import tool_trajectory as tt
+
+    rng = random.Random(5)
+    tools = ["a", "b", "c"]
+    for _ in range(300):
+        entries = [tt._Entry(i, rng.choice(tools), None, rng.choice([None, 5.0, 50.0]))
+                   for i in range(rng.randrange(1, 6))]
+        run = run_of([call(rng.choice(tools), {}, "ok", duration_ms=rng.choice([1, 10, 100]))
+                      for _ in range(rng.randrange(0, 12))])
+        by_tool: dict[str, list[tt._Entry]] = {}
+        for e in entries:
+            by_tool.setdefault(e.tool, []).append(e)
+        fast = tt._in_order_settled(entries, run.calls, by_tool)
+        full = tt._in_order_fronts(entries, run.calls, by_tool)
+
+        def score(m: dict[int, object]) -> tuple[int, int]:
+            return (len(m), sum(e.latency(m[e.index])[1] for e in entries if e.index in m))
+
+        assert score(fast) == score(full)

@@ -239,6 +239,14 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> dict[int,
     by_tool: dict[str, list[_Entry]] = {}
     for e in entries:
         by_tool.setdefault(e.tool, []).append(e)
+    if not any(c.pending for c in calls):
+        return _in_order_settled(entries, calls, by_tool)
+    return _in_order_fronts(entries, calls, by_tool)
+
+
+def _in_order_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                     by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+    """The general case: Pareto fronts, needed once a pending call makes an aspect neutral."""
     start: _State = (0, ((0, 0, None),))
     column: list[_State] = [start] * (len(entries) + 1)
     for j, call in enumerate(calls):
@@ -272,6 +280,46 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> dict[int,
             chosen = option
     matched: dict[int, ToolCall] = {}
     path = chosen[2]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                      by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+    """``_in_order`` for runs without pending calls, in plain integers.
+
+    With no pending call every latency aspect of a matched entry is a hit or a miss, never
+    neutral, so among the largest matchings the best score is the one with the most latency
+    hits: states order by (hits, latency hits), packed into one int as hits * (E + 1) + lat.
+    Ties keep the earlier calls, as ``_better`` does.
+    """
+    n = len(entries)
+    scale = n + 1
+    column: list[tuple[int, _Path]] = [(0, None)] * (n + 1)
+    for j, call in enumerate(calls):
+        candidates = [e for e in by_tool.get(call.name, ()) if e.matches(call)]
+        if not candidates:
+            continue
+        matching = {e.index: e for e in candidates}
+        first = candidates[0].index
+        new = column[:first + 1]
+        previous = new[-1]
+        for i in range(first + 1, n + 1):
+            above = column[i]
+            best = above if above[0] >= previous[0] else previous
+            entry = matching.get(i - 1)
+            if entry is not None:
+                diagonal = column[i - 1]
+                key = diagonal[0] + scale + entry.latency(call)[1]
+                if key > best[0]:
+                    best = (key, (i - 1, j, diagonal[1]))
+            new.append(best)
+            previous = best
+        column = new
+    matched: dict[int, ToolCall] = {}
+    path = column[-1][1]
     while path is not None:
         entry_index, call_index, path = path
         matched[entry_index] = calls[call_index]
