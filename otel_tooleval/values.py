@@ -9,6 +9,7 @@ from typing import Any
 __all__ = ["decode_value"]
 
 _DECODER = json.JSONDecoder()
+_OPENERS = frozenset('{["(')
 
 
 def decode_value(value: Any) -> Any:
@@ -18,15 +19,23 @@ def decode_value(value: Any) -> Any:
     keyword arguments, and a LangChain ``ToolMessage`` (``{"type": "tool", "data": {...}}``) to
     its content. Anything unparsable stays as it is.
     """
-    if isinstance(value, (tuple, list)):
-        return [decode_value(v) for v in value]
-    if not isinstance(value, str):
+    if value.__class__ is not str:
+        if isinstance(value, (tuple, list)):
+            return [decode_value(v) for v in value]
         return value
-    text = value.strip()
-    if not text or text[0] not in "{[\"(":
-        # Only objects, arrays and JSON strings are decoded: "1.50", "true" or "007" stay the
-        # text the span recorded, so result regexes see what the tool returned.
+    if not value:
         return value
+    text = value
+    if text[0] not in _OPENERS:
+        if not text[0].isspace():
+            # Only objects, arrays and JSON strings are decoded: "1.50", "true" or "007" stay
+            # the text the span recorded, so result regexes see what the tool returned.
+            return value
+        text = value.strip()
+        if not text or text[0] not in _OPENERS:
+            return value
+    elif text[-1].isspace():
+        text = text.rstrip()
     parsed: Any
     try:
         # raw_decode on stripped text: json.loads without its two wrapper calls and two
@@ -68,7 +77,7 @@ _ENVELOPE_MAX = frozenset({"args", "kwargs", "sanitize_inputs_outputs"})
 
 
 def _unwrap(parsed: Any) -> Any:
-    if isinstance(parsed, dict):
+    if parsed.__class__ is dict and ("kwargs" in parsed or "type" in parsed):
         if (_ENVELOPE <= parsed.keys() <= _ENVELOPE_MAX and isinstance(parsed["kwargs"], dict)
                 and not parsed["args"]):
             return parsed["kwargs"]
