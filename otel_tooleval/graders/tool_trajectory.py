@@ -297,26 +297,25 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     """
     n = len(entries)
     scale = n + 1
+    # column[i]: the best (key, path) over the first i entries and the calls so far. It never
+    # decreases along i, so a call changes it only from a matching entry onwards, and only
+    # while the raised value exceeds what was there: the rest is left as it was.
     column: list[tuple[int, _Path]] = [(0, None)] * (n + 1)
     for j, call in enumerate(calls):
         candidates = [e for e in by_tool.get(call.name, ()) if e.matches(call)]
         if not candidates:
             continue
-        matching = {e.index: e for e in candidates}
-        first = candidates[0].index
-        new = column[:first + 1]
-        previous = new[-1]
-        for i in range(first + 1, n + 1):
-            above = column[i]
-            best = above if above[0] >= previous[0] else previous
-            entry = matching.get(i - 1)
-            if entry is not None:
-                diagonal = column[i - 1]
-                key = diagonal[0] + scale + entry.latency(call)[1]
-                if key > best[0]:
-                    best = (key, (i - 1, j, diagonal[1]))
-            new.append(best)
-            previous = best
+        new = column[:]
+        for entry in candidates:            # ascending entry index
+            k = entry.index
+            diagonal = column[k]            # the previous call's column: one call per entry
+            key = diagonal[0] + scale + entry.latency(call)[1]
+            if key > new[k + 1][0]:         # strictly: ties keep the earlier calls
+                new[k + 1] = raised = (key, (k, j, diagonal[1]))
+                i = k + 2
+                while i <= n and new[i][0] < key:
+                    new[i] = raised
+                    i += 1
         column = new
     matched: dict[int, ToolCall] = {}
     path = column[-1][1]
