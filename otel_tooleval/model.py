@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
@@ -104,7 +104,7 @@ class ToolCall:
     def argument(self, key: str) -> Any:
         """The named argument, or None when the arguments are not an object or lack it."""
         args = self.arguments
-        if isinstance(args, Mapping):
+        if args.__class__ is dict or isinstance(args, Mapping):   # dict first: ABC checks are slow
             return args.get(key)
         return None
 
@@ -145,6 +145,21 @@ class AgentRun:
     steps: int = 1
     root_attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     outputs: RunOutputs | None = field(default=None, repr=False, compare=False)
+    _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    def calls_by_name(self) -> Mapping[str, Sequence[ToolCall]]:
+        """The calls grouped by tool name, in call order; computed once, shared by graders."""
+        groups = self._derived.get("by_name")
+        if groups is None:
+            groups = {}
+            for call in self.calls:
+                group = groups.get(call.name)
+                if group is None:
+                    groups[call.name] = [call]
+                else:
+                    group.append(call)
+            self._derived["by_name"] = groups
+        return groups
 
     @property
     def final_output(self) -> str | None:

@@ -275,7 +275,7 @@ class ToolCallArgsGrader:
 
     def grade(self, run: AgentRun) -> GradeResult:
         expected = self.spec.criteria.tool_calls
-        by_name = _positions_by_name(run.calls)
+        by_name = _run_positions(run)
         # Entries repeating the same expected call share one candidate list.
         shared: dict[int, list[int]] = {}
         candidates = []
@@ -386,6 +386,11 @@ def _positions_by_name(calls: Sequence[ToolCall]) -> dict[str, list[int]]:
     for c in calls:
         out.setdefault(c.name, []).append(c.index)
     return out
+
+
+def _run_positions(run: AgentRun) -> Mapping[str, list[int]]:
+    """Call positions by tool name, from the run's shared grouping."""
+    return {name: [c.index for c in calls] for name, calls in run.calls_by_name().items()}
 
 
 # -- registration ---------------------------------------------------------------------------------

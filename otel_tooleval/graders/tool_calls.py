@@ -157,7 +157,7 @@ class _Matcher:
         filters = [k for k in ("command", "path", "args", "result") if getattr(spec, k, None)]
         self.label = spec.name + (f" (with {', '.join(filters)})" if filters else "")
 
-    def candidates(self, by_name: Mapping[str, list[ToolCall]]) -> list[ToolCall]:
+    def candidates(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[ToolCall]:
         """Calls whose name matches, in call order: one regex search per distinct name."""
         out: list[ToolCall] = []
         groups = 0
@@ -169,7 +169,7 @@ class _Matcher:
             out.sort(key=_index)
         return out
 
-    def hits(self, by_name: Mapping[str, list[ToolCall]]) -> list[ToolCall]:
+    def hits(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[ToolCall]:
         """Calls that match every filter, in call order."""
         candidates = self.candidates(by_name)
         if self.command is None and self.path is None and not self.args and self.result is None:
@@ -222,13 +222,7 @@ class ToolCallsGrader:
         self.sequence = [_Matcher(m) for m in params.sequence or ()]
 
     def grade(self, run: AgentRun) -> GradeResult:
-        by_name: dict[str, list[ToolCall]] = {}
-        for call in run.calls:
-            group = by_name.get(call.name)
-            if group is None:
-                by_name[call.name] = [call]
-            else:
-                group.append(call)
+        by_name = run.calls_by_name()
         try:
             checks = [self._required(i, m, spec, run, by_name)
                       for i, (m, spec) in enumerate(self.required)]
@@ -264,7 +258,7 @@ class ToolCallsGrader:
         return spec.before_step is None or call.step < spec.before_step
 
     def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun,
-                  by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+                  by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
         candidates = m.candidates(by_name)
         m.check_arguments(candidates)
         hits = [c for c in candidates
@@ -297,7 +291,7 @@ class ToolCallsGrader:
         }
 
     def _disallowed(self, i: int, m: _Matcher,
-                    by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+                    by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
         hits = m.hits(by_name)
         passed = not hits
         message = (f"disallowed {m.label!r} not called" if passed
@@ -305,7 +299,7 @@ class ToolCallsGrader:
         return {"check": "disallowed", "index": i, "matcher": m.spec.name, "passed": passed,
                 "calls": [c.index for c in hits], "message": message}
 
-    def _sequence(self, run: AgentRun, by_name: Mapping[str, list[ToolCall]]) -> dict[str, Any]:
+    def _sequence(self, run: AgentRun, by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
         # Each entry's matching calls, then greedy earliest matching, which is optimal for
         # "is an ordered subsequence".
         hits = [{c.index for c in m.hits(by_name)} for m in self.sequence]
