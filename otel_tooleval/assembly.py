@@ -363,18 +363,9 @@ class TraceBuffers:
         parents = state.parents
         snapshot = list(parents.items())        # one C-level copy; the app may be inserting
         open_ids = set(state.open.copy())
-        links = dict(snapshot)
-        memo: dict[int, bool] = {root_id: True, 0: False}
+        below = _descends_from(dict(snapshot), root_id)
         for sid, _ in snapshot:
-            path = []
-            node = sid
-            while node not in memo:
-                path.append(node)
-                node = links.get(node, 0)
-            verdict = memo[node]
-            for p in path:
-                memo[p] = verdict
-            if verdict and sid != root_id:
+            if sid != root_id and below(sid):
                 if sid in open_ids:
                     parents[sid] = root_id
                 else:
@@ -402,18 +393,7 @@ class TraceBuffers:
         if job.outermost:
             state.done.add(root_id)
         dropped, state.dropped_calls = state.dropped_calls, 0
-        parents = state.parents
-        memo: dict[int, bool] = {root_id: True, 0: False}
-
-        def below(sid: int) -> bool:
-            path = []
-            while sid not in memo:
-                path.append(sid)
-                sid = parents.get(sid, 0)
-            verdict = memo[sid]
-            for p in path:
-                memo[p] = verdict
-            return verdict
+        below = _descends_from(state.parents, root_id)
 
         # The usual case: the run is the trace's only local root and its only run, so every
         # record is below it and no ancestor walk is needed.
@@ -454,6 +434,23 @@ class TraceBuffers:
             # Caps are per run: what this run used is free again (approximate under races).
             state.tool_calls = max(state.tool_calls - len(tools), 0)
             state.bytes = max(state.bytes - sum(_value_bytes(t.attributes) for t in tools), 0)
+
+
+def _descends_from(parents: Mapping[int, int], root_id: int) -> Callable[[int], bool]:
+    """A test "is this span id the root or below it", walking parent links with a memo."""
+    memo: dict[int, bool] = {root_id: True, 0: False}
+
+    def below(sid: int) -> bool:
+        path = []
+        while sid not in memo:
+            path.append(sid)
+            sid = parents.get(sid, 0)
+        verdict = memo[sid]
+        for p in path:
+            memo[p] = verdict
+        return verdict
+
+    return below
 
 
 def _value_bytes(attrs: Mapping[str, Any]) -> int:

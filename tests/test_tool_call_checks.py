@@ -19,6 +19,7 @@ from otel_tooleval.graders.registry import REGISTRY
 from otel_tooleval.graders.tool_call_checks import max_matching, output_text, same_value
 from otel_tooleval.model import ToolCall
 from otel_tooleval.schema import config_schema
+from tests.support.errors import assert_config_error
 from tests.support.runs import call, grade, run_of
 
 
@@ -401,11 +402,7 @@ def nested(type_: str, config: dict[str, Any], criteria: dict[str, Any]) -> dict
      "graders[0].toolOutputs", "write tool_outputs"),
 ])
 def test_load_time_errors_name_the_field(config: object, where: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(config)
-    message = str(info.value)
-    assert f"{where}: " in message, message
-    assert words in message, message
+    assert_config_error(config, where, words)
 
 
 # -- the reference page ----------------------------------------------------------------------------

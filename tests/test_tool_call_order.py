@@ -19,6 +19,7 @@ from otel_tooleval import lcs as lcs_module
 from otel_tooleval.graders.registry import REGISTRY
 from otel_tooleval.lcs import lcs, lcs_length, lcs_pairs
 from otel_tooleval.schema import config_schema
+from tests.support.errors import assert_config_error
 from tests.support.runs import call, grade
 
 
@@ -408,8 +409,4 @@ def entry(**body: Any) -> dict[str, Any]:
     (sdk({}, {"tool_calls_order": ["a"]}, id=7), "graders[0].id", "valid string"),
 ])
 def test_load_time_errors_name_the_field(config: object, where: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(config)
-    message = str(info.value)
-    assert f"{where}: " in message, message
-    assert words in message, message
+    assert_config_error(config, where, words)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from otel_tooleval import ConfigError, load_config
+from tests.support.errors import assert_config_error
 from tests.support.runs import call, grade
 
 
@@ -296,11 +297,7 @@ def test_explanations_carry_no_argument_or_result_values() -> None:
      "graders[0].threshold", "unknown key"),
 ])
 def test_load_time_errors_name_the_field(config: object, where: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(config)
-    message = str(info.value)
-    assert f"{where}: " in message, message
-    assert words in message, message
+    assert_config_error(config, where, words)
 
 
 def test_every_problem_is_reported_at_once() -> None:

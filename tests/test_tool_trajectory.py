@@ -17,6 +17,7 @@ from otel_tooleval import ConfigError, load_config
 from otel_tooleval.graders.tool_trajectory import args_match
 from otel_tooleval.grading import grade_run
 from otel_tooleval.model import GradeResult
+from tests.support.errors import assert_config_error
 from tests.support.runs import call, grade, run_of
 
 
@@ -639,11 +640,7 @@ def test_include_values_puts_arguments_in_details() -> None:
     (in_order("a", config={"threshold": 0.5}), "graders[0].config", "unknown key"),
 ])
 def test_load_time_errors_name_the_field(config: object, where: str, words: str) -> None:
-    with pytest.raises(ConfigError) as info:
-        load_config(config)
-    message = str(info.value)
-    assert f"{where}: " in message, message
-    assert words in message, message
+    assert_config_error(config, where, words)
 
 
 def test_yaml_date_in_args_is_a_load_time_error_naming_the_key() -> None:
