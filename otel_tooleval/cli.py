@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Mapping, Sequence
 
 from . import __version__
 from .config import ConfigError, load_config
+from .readers.source import FORMATS
 
 __all__ = ["main"]
 
@@ -40,6 +42,54 @@ def _check(args: argparse.Namespace) -> int:
     sys.stdout.write("\n")
     print(f"{args.config}: {len(config.graders)} grader(s), valid.", file=sys.stderr)
     return 0
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from . import outputs as render
+    from .aggregate import aggregate_passed
+    from .files import InputError, InputProblem
+    from .offline import grade_files
+
+    config = load_config(args.config)
+
+    shown: list[str] = []
+
+    def problem(p: InputProblem) -> None:
+        where = f"{p.path}:{p.line}" if p.line is not None else p.path
+        shown.append(f"{where}: {p.message}")
+        print(f"otel-tooleval: {where}: {p.message}", file=sys.stderr)
+
+    try:
+        outcome = grade_files(args.files, config, input_format=args.input_format,
+                              group_by=args.group_by, on_problem=problem)
+    except InputError as exc:
+        print(f"otel-tooleval: {exc}", file=sys.stderr)
+        return 2
+    out_stream = sys.stdout
+    if args.format == "json":
+        text = render.render_json(outcome.reports, outcome.aggregate)
+    elif args.format == "junit":
+        text = render.render_junit(outcome.reports, outcome.aggregate, problems=shown)
+    elif args.format == "html":
+        text = render.render_html(outcome.reports, outcome.aggregate, problems=shown)
+    else:
+        color = (args.output is None and out_stream.isatty()
+                 and not os.environ.get("NO_COLOR"))
+        text = render.render_table(outcome.reports, outcome.aggregate, color=color,
+                                   problems=shown)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text if text.endswith("\n") else text + "\n")
+        except OSError as exc:
+            print(f"otel-tooleval: cannot write {args.output}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+    else:
+        out_stream.write(text if text.endswith("\n") else text + "\n")
+    if not outcome.reports and not outcome.problems:
+        print("otel-tooleval: no agent runs found in the input", file=sys.stderr)
+    return 0 if aggregate_passed(outcome.aggregate) else 1
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -85,6 +135,21 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a config and print the normalised graders")
     check.add_argument("config")
     check.set_defaults(func=_check)
+    grade = sub.add_parser(
+        "grade", help="grade exported trace files (a CI gate)",
+        description="Grade the agent runs in exported traces: OTLP/JSON (the collector's file "
+                    "exporter, JSON lines or one document), OTLP protobuf, Jaeger JSON; gzip "
+                    "is detected. Exit 0 when every run and aggregate gate passed, 1 when one "
+                    "failed, 2 for bad usage, a bad config or unreadable input.")
+    grade.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
+    grade.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
+    grade.add_argument("--format", "-f", choices=["table", "json", "junit", "html"],
+                       default="table")
+    grade.add_argument("--output", "-o", help="write the report here instead of stdout")
+    grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    grade.add_argument("--group-by", metavar="ATTRIBUTE",
+                       help="root-span attribute grouping runs for the aggregate gates")
+    grade.set_defaults(func=_grade)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",
         description="Print the JSON Schema of the config file. Save it and point your editor at "

@@ -263,6 +263,13 @@ def text_of(value: Any) -> str:
 
 
 def _jsonable(value: Any) -> Any:
+    cls = value.__class__     # exact types first: the Mapping ABC check is slow
+    if cls is str or cls is int or cls is float or cls is bool or value is None:
+        return value
+    if cls is dict:
+        return {k if k.__class__ is str else str(k): _jsonable(v) for k, v in value.items()}
+    if cls is list or cls is tuple:
+        return [_jsonable(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):

@@ -257,6 +257,8 @@ def _run_roots(local: SpanRecord, tree: list[SpanRecord],
         return False
 
     local_is_run_root = policy.root != "local_root" and (is_agent(local) or framework(local))
+    if (policy.root == "local_root" or local_is_run_root) and policy.nested_agents != "separate":
+        return [local]   # nested agents merge into this run: no need to walk the tree
     outer: list[SpanRecord] = []
     nested: list[SpanRecord] = []
     # Walk down; the first run root on each path is outermost, agent spans below it are nested.

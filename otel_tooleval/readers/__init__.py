@@ -1,0 +1,11 @@
+"""Trace-file readers for ``otel-tooleval grade``: OTLP/JSON (JSON lines or one document),
+OTLP protobuf (length-delimited) and Jaeger JSON, gzip or not, to a stream of SpanRecords."""
+
+from __future__ import annotations
+
+from .problems import InputError, InputProblem, ProblemSink
+from .reader import read_records
+from .source import FORMATS
+from .traces import iter_traces
+
+__all__ = ["FORMATS", "InputError", "InputProblem", "ProblemSink", "iter_traces", "read_records"]

@@ -1,0 +1,230 @@
+"""OTLP protobuf files: a sequence of length-delimited ``ExportTraceServiceRequest`` messages.
+
+The collector's file exporter (``format: proto``) puts each message's size before it as a
+4-byte big-endian unsigned integer. Protobuf's own delimited streams (``writeDelimitedTo``,
+``parseDelimitedFrom``) use a varint instead; which one a file uses is found by trying the
+first message both ways.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator
+from typing import IO, TYPE_CHECKING, Any
+
+from ..model import SpanRecord
+from .problems import BAD_SHAPE, InputError, describe
+from .source import READ_ERRORS, pushback
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+__all__ = ["proto_records"]
+
+_new = tuple.__new__  # SpanRecord._make without its length check
+_MAX_MESSAGE = 1 << 28  # 256 MiB: larger sizes are garbage, not a message
+_REMOTE = 0x300
+_STATUS_ERROR = 2
+
+
+def _request_class() -> type[ExportTraceServiceRequest]:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    return ExportTraceServiceRequest
+
+
+def _decode_error() -> type[Exception]:
+    error: type[Exception] = importlib.import_module("google.protobuf.message").DecodeError
+    return error
+
+
+def _read_exact(stream: IO[bytes], size: int) -> bytes:
+    chunks = []
+    while size > 0:
+        chunk = stream.read(min(size, 1 << 24))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def _read_varint(stream: IO[bytes]) -> tuple[int | None, bytes]:
+    """A varint and the bytes it took; None at the end of input or for a broken varint."""
+    value, shift, taken = 0, 0, bytearray()
+    while len(taken) < 10:
+        byte = stream.read(1)
+        if not byte:
+            return None, bytes(taken)
+        taken += byte
+        value |= (byte[0] & 0x7F) << shift
+        if not byte[0] & 0x80:
+            return value, bytes(taken)
+        shift += 7
+    return None, bytes(taken)
+
+
+def _parse(request_class: type[ExportTraceServiceRequest], body: bytes
+           ) -> ExportTraceServiceRequest | None:
+    message = request_class()
+    try:
+        message.ParseFromString(body)
+    except (_decode_error(), RuntimeError, ValueError):
+        return None
+    return message
+
+
+def _frame_size(stream: IO[bytes], framing: str) -> tuple[int | None, bytes]:
+    if framing == "be32":
+        header = _read_exact(stream, 4)
+        return (int.from_bytes(header, "big") if len(header) == 4 else None), header
+    return _read_varint(stream)
+
+
+def _detect(stream: IO[bytes], name: str, request_class: type[ExportTraceServiceRequest]
+            ) -> tuple[str, IO[bytes]]:
+    """``be32`` or ``varint``, and the stream with what was tried put back."""
+    taken = b""
+    for framing in ("be32", "varint"):
+        stream = pushback(taken, stream)
+        try:
+            size, header = _frame_size(stream, framing)
+            body = b""
+            if size is not None and size <= _MAX_MESSAGE:
+                body = _read_exact(stream, size)
+        except READ_ERRORS as exc:
+            raise InputError(f"{name}: cannot read: {exc}") from None
+        if size is not None and len(body) == size:
+            message = _parse(request_class, body)
+            if message is not None and (size == 0 or len(message.resource_spans)):
+                return framing, pushback(header + body, stream)
+        taken = header + body
+    raise InputError(f"{name}: unknown format: neither JSON (OTLP/JSON or Jaeger) nor "
+                     f"length-delimited OTLP protobuf (ExportTraceServiceRequest)")
+
+
+def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None]
+                  ) -> Iterator[SpanRecord]:
+    """Every span of every message; a message that does not parse is reported and skipped.
+
+    Raises:
+        InputError: the first message cannot be read either way (not OTLP protobuf).
+    """
+    request_class = _request_class()
+    framing, stream = _detect(stream, name, request_class)
+    offset, number = 0, 0
+    while True:
+        number += 1
+        try:
+            size, header = _frame_size(stream, framing)
+            if size is None:
+                if header:
+                    report(f"message {number} at byte {offset}: truncated size; input ends")
+                return
+            if size > _MAX_MESSAGE:
+                report(f"message {number} at byte {offset}: size {size} is not plausible; "
+                       f"the rest of the input is skipped")
+                return
+            body = _read_exact(stream, size)
+        except READ_ERRORS as exc:
+            report(f"message {number} at byte {offset}: cannot read further: {exc}")
+            return
+        if len(body) < size:
+            report(f"message {number} at byte {offset}: truncated ({len(body)} of {size} "
+                   f"bytes); input ends")
+            return
+        message = _parse(request_class, body)
+        where = f"message {number} at byte {offset}"
+        offset += len(header) + size
+        if message is None:
+            report(f"{where}: not an ExportTraceServiceRequest; skipped")
+            continue
+        yield from _message_records(message, where, report)
+
+
+def _message_records(message: ExportTraceServiceRequest, where: str,
+                     report: Callable[[str], None]) -> list[SpanRecord]:
+    out: list[SpanRecord] = []
+    for ri, rs in enumerate(message.resource_spans):
+        for si, ss in enumerate(rs.scope_spans):
+            scope = ss.scope.name
+            for pi, span in enumerate(ss.spans):
+                try:
+                    out.append(_record(span, scope))
+                except BAD_SHAPE as exc:
+                    report(f"{where}: resource_spans[{ri}].scope_spans[{si}].spans[{pi}]: "
+                           f"{describe(exc)}; span skipped")
+    return out
+
+
+def _id(raw: bytes, size: int, what: str) -> int:
+    value = int.from_bytes(raw, "big")
+    if len(raw) != size or value == 0:
+        raise ValueError(f"invalid {what} {raw.hex()!r}")
+    return value
+
+
+def _record(span: Any, scope: str) -> SpanRecord:
+    parent = span.parent_span_id
+    parent_id = _id(parent, 8, "parent_span_id") if parent else 0
+    error = None
+    if span.status.code == _STATUS_ERROR:
+        error = span.status.message or _exception_text(span.events) or "error"
+    return _new(SpanRecord, (
+        _id(span.trace_id, 16, "trace_id"),
+        _id(span.span_id, 8, "span_id"),
+        parent_id,
+        span.name,
+        span.start_time_unix_nano,
+        span.end_time_unix_nano or None,
+        _attributes(span.attributes),
+        error,
+        bool(parent_id) and span.flags & _REMOTE == _REMOTE,
+        scope,
+    ))
+
+
+def _attributes(items: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for kv in items:
+        value = kv.value
+        kind = value.WhichOneof("value")
+        if kind == "string_value":
+            out[kv.key] = value.string_value
+        elif kind is not None:
+            out[kv.key] = any_value(value)
+    return out
+
+
+def _exception_text(events: Any) -> str | None:
+    for event in events:
+        if event.name == "exception":
+            attrs = _attributes(event.attributes)
+            message = attrs.get("exception.message") or attrs.get("exception.type")
+            if message:
+                return str(message)
+    return None
+
+
+def any_value(value: Any) -> Any:
+    """A protobuf ``AnyValue`` as the same Python value the OTLP/JSON reader gives."""
+    kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
+    if kind == "int_value":
+        return value.int_value
+    if kind == "bool_value":
+        return value.bool_value
+    if kind == "double_value":
+        return value.double_value
+    if kind == "array_value":
+        return tuple(any_value(v) for v in value.array_value.values)
+    if kind == "kvlist_value":
+        return {kv.key: any_value(kv.value) for kv in value.kvlist_value.values}
+    if kind == "bytes_value":
+        return bytes(value.bytes_value)
+    return None

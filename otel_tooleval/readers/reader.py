@@ -1,0 +1,68 @@
+"""``read_records``: any supported trace file to a stream of SpanRecords."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ..model import SpanRecord
+from .json_input import json_records
+from .otlp_proto import proto_records
+from .problems import InputError, InputProblem, ProblemSink, log_problem
+from .source import FORMATS, OpenedInput, open_input
+
+__all__ = ["read_records"]
+
+
+def read_records(
+    source: str | Path | BinaryIO,
+    *,
+    input_format: str | None = None,
+    on_problem: ProblemSink | None = None,
+) -> Iterator[SpanRecord]:
+    """Stream the spans of a trace file, in file order.
+
+    ``source`` is a path, ``-`` for standard input, or a binary stream (left open). Gzip is
+    undone whatever the format. The format is told from the content (JSON: OTLP/JSON or
+    Jaeger JSON by each document's shape; anything else: OTLP protobuf) unless
+    ``input_format`` (``otlp-json``, ``otlp-proto`` or ``jaeger-json``) says it.
+
+    A malformed line, document, message or span is passed to ``on_problem`` as an
+    ``InputProblem`` (default: logged as a warning) and skipped; the rest is read.
+
+    The file is opened and its first bytes looked at when this is called; the rest is read
+    as the records are taken.
+
+    Raises:
+        InputError: the input as a whole is unreadable (cannot be opened, unknown format, not
+            gzip-decodable, a single JSON document that does not parse); it names the file and,
+            where known, the line. Raised here, or while iterating for what shows later.
+        ValueError: an unknown ``input_format``.
+    """
+    if input_format is not None and input_format not in FORMATS:
+        raise ValueError(f"unknown input format {input_format!r}; "
+                         f"expected one of {', '.join(FORMATS)}")
+    opened = open_input(source)
+    return _records(opened, input_format, on_problem or log_problem)
+
+
+def _records(opened: OpenedInput, input_format: str | None, sink: ProblemSink
+             ) -> Iterator[SpanRecord]:
+    name = opened.name
+
+    def report(line: int | None, message: str) -> None:
+        sink(InputProblem(name, line, message))
+
+    try:
+        if opened.kind == "empty":
+            return
+        if input_format == "otlp-proto" or input_format is None and opened.kind == "binary":
+            yield from proto_records(opened.stream, name, lambda m: report(None, m))
+            return
+        if opened.kind != "json":
+            raise InputError(f"{name}: not JSON (first byte 0x{opened.first_byte or 0:02x}), "
+                             f"but read as {input_format}")
+        yield from json_records(opened.stream, name, input_format, report)
+    finally:
+        opened.close()
