@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from .aggregate import aggregate
 from .config import ToolEvalConfig
-from .files import InputProblem, iter_traces, read_records
+from .files import InputError, InputProblem, iter_traces, read_records
 from .grading import grade_records
 from .model import RunReport, SpanRecord
 
@@ -66,7 +66,8 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     """Read, cut and grade every file (``-`` is standard input); then aggregate.
 
     Raises:
-        files.InputError: a file cannot be read at all (malformed lines are only reported).
+        files.InputError: a file cannot be read at all, or gave problems and not one span
+            (malformed lines among good ones are only reported).
     """
     outcome = GradeOutcome()
     meter = _Progress(progress if progress is not None else sys.stderr)
@@ -77,9 +78,14 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
             on_problem(p)
 
     for path in paths:
+        spans_before, problems_before = outcome.spans, len(outcome.problems)
         records = read_records(path, input_format=input_format, on_problem=problem)
         for trace in iter_traces(_counted(records, outcome, meter)):
             outcome.reports.extend(grade_records(trace, config))
+        if outcome.spans == spans_before and len(outcome.problems) > problems_before:
+            # Nothing but problems: this is not a trace file we can read.
+            raise InputError(f"{path}: no span could be read "
+                             f"({len(outcome.problems) - problems_before} problems)")
     meter.update(outcome.spans, len(outcome.reports), final=outcome.spans > 0x3FFF)
     outcome.reports.sort(key=lambda r: (r.run.start_ns, r.run.trace_id, r.run.root_span_id))
     outcome.aggregate = aggregate(outcome.reports, config, group_by=group_by)
