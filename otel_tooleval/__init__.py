@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 from .config import ConfigError, ToolEvalConfig, load_config
 from .grading import grade_run, grade_spans
