@@ -134,3 +134,40 @@ def test_console_script_exit_status(config) -> None:
                           cwd=ROOT)
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stdout
+
+
+def test_progress_on_a_terminal_for_large_input(tmp_path: Path) -> None:
+    """A span counter on stderr when it is a terminal and the input is large; none otherwise."""
+    from otel_tooleval import load_config
+    from otel_tooleval.offline import grade_files
+
+    spans = []
+    for t in range(400):
+        trace = f"{t + 1:032x}"
+        root = f"{t * 100 + 1:016x}"
+        spans.append({"traceId": trace, "spanId": root, "name": "invoke_agent a",
+                      "startTimeUnixNano": "1", "endTimeUnixNano": "1000",
+                      "attributes": [{"key": "gen_ai.operation.name",
+                                      "value": {"stringValue": "invoke_agent"}}]})
+        for i in range(2, 52):
+            spans.append({"traceId": trace, "spanId": f"{t * 100 + i:016x}", "parentSpanId": root,
+                          "name": "t", "startTimeUnixNano": str(i), "endTimeUnixNano": str(i + 1),
+                          "attributes": [{"key": "gen_ai.tool.name",
+                                          "value": {"stringValue": "search"}}]})
+    path = tmp_path / "big.jsonl"
+    with path.open("w") as fh:
+        for start in range(0, len(spans), 500):
+            doc = {"resourceSpans": [{"scopeSpans": [{"spans": spans[start:start + 500]}]}]}
+            fh.write(json.dumps(doc) + "\n")
+    config = load_config(STRICT)
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    tty, pipe = Terminal(), io.StringIO()
+    outcome = grade_files([str(path)], config, progress=tty)
+    assert outcome.spans == 400 * 51 and len(outcome.reports) == 400
+    assert "\rotel-tooleval: " in tty.getvalue() and "400 runs graded\n" in tty.getvalue()
+    grade_files([str(path)], config, progress=pipe)
+    assert pipe.getvalue() == ""
