@@ -1,14 +1,31 @@
-"""otel-tooleval: grade what AI agents do with their tools, live, inside OpenTelemetry."""
+"""otel-tooleval: grade what AI agents do with their tools, live, inside OpenTelemetry.
+
+The public names are imported on first use (PEP 562), so importing the package, or its pytest
+plugin in every pytest session of a project that has it installed, costs almost nothing until
+something is used.
+"""
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.3.0"
 
-from .config import ConfigError, ToolEvalConfig, load_config
-from .grading import grade_run, grade_spans
-from .model import AgentRun, GradeResult, RunReport, ToolCall
-from .processor import ToolEvalSpanProcessor
-from .providers import install
+_EXPORTS = {
+    "AgentRun": ".model",
+    "ConfigError": ".config",
+    "GradeResult": ".model",
+    "RunReport": ".model",
+    "ToolCall": ".model",
+    "ToolEvalConfig": ".config",
+    "ToolEvalSpanProcessor": ".processor",
+    "grade_run": ".grading",
+    "grade_spans": ".grading",
+    "grader": ".graders.custom",
+    "install": ".providers",
+    "load_config": ".config",
+}
 
 __all__ = [
     "AgentRun",
@@ -25,3 +42,24 @@ __all__ = [
     "install",
     "load_config",
 ]
+
+if TYPE_CHECKING:
+    from .config import ConfigError, ToolEvalConfig, load_config
+    from .graders.custom import grader
+    from .grading import grade_run, grade_spans
+    from .model import AgentRun, GradeResult, RunReport, ToolCall
+    from .processor import ToolEvalSpanProcessor
+    from .providers import install
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'otel_tooleval' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module, __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_EXPORTS})
