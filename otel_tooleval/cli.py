@@ -89,6 +89,11 @@ def _grade(args: argparse.Namespace) -> int:
         out_stream.write(text if text.endswith("\n") else text + "\n")
     if not outcome.reports and not outcome.problems:
         print("otel-tooleval: no agent runs found in the input", file=sys.stderr)
+    if outcome.problems and not args.allow_input_problems:
+        # Part of the input was not read: a gate must not pass on what it could not see.
+        print(f"otel-tooleval: {len(outcome.problems)} input problem(s), the first at "
+              f"{shown[0]} (--allow-input-problems to gate on what was read)", file=sys.stderr)
+        return 2
     return 0 if aggregate_passed(outcome.aggregate) else 1
 
 
@@ -147,6 +152,9 @@ def _parser() -> argparse.ArgumentParser:
                        default="table")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    grade.add_argument("--allow-input-problems", action="store_true",
+                       help="exit by the verdicts even when malformed parts of the input were "
+                            "skipped (default: exit 2)")
     grade.add_argument("--group-by", metavar="ATTRIBUTE",
                        help="root-span attribute grouping runs for the aggregate gates")
     grade.set_defaults(func=_grade)

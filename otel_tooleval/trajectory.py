@@ -206,8 +206,15 @@ def find_runs(records: Iterable[SpanRecord],
     root as one run, nested agents merged (or, with ``nested_agents: separate``, graded too).
     """
     out: list[tuple[SpanRecord, list[SpanRecord]]] = []
-    for spans in group_by_trace(records).values():
-        by_id = {s.span_id: s for s in spans}
+    for trace in group_by_trace(records).values():
+        # One record per span id: exporters retry, so a file may hold a span twice; an ended
+        # record wins over an open one.
+        by_id: dict[int, SpanRecord] = {}
+        for s in trace:
+            seen = by_id.get(s.span_id)
+            if seen is None or (seen.end_ns is None and s.end_ns is not None):
+                by_id[s.span_id] = s
+        spans = list(by_id.values())
         children: dict[int, list[SpanRecord]] = defaultdict(list)
         local_roots = []
         for s in spans:

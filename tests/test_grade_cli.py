@@ -31,16 +31,32 @@ def config(tmp_path: Path) -> callable:  # type: ignore[valid-type]
 
 
 def test_exit_zero_when_every_run_passes(config, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["grade", str(JSONL), "--config", config(LENIENT)]) == 0
+    assert main(["grade", str(JSONL), "--config", config(LENIENT),
+                 "--allow-input-problems"]) == 0
     out, err = capsys.readouterr()
     assert "PASS" in out
     # malformed lines are reported with file and line; the rest is still graded
     assert f"{JSONL}:4: invalid JSON" in err and f"{JSONL}:2:" in err
 
 
+def test_input_problems_exit_two_after_reporting(config, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "report.json"
+    assert main(["grade", str(JSONL), "-c", config(LENIENT), "-f", "json", "-o", str(out)]) == 2
+    assert json.loads(out.read_text())["runs"], "the readable part is still graded and reported"
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "input problem(s), the first at" in last and f"{JSONL}:2:" in last
+    import gzip
+    cut = tmp_path / "cut.jsonl.gz"
+    data = gzip.compress((DATA / "traces.otlp.json").read_bytes())
+    cut.write_bytes(data[: len(data) // 2])
+    assert main(["grade", str(cut), "-c", config(LENIENT)]) == 2
+
+
 def test_exit_one_when_a_run_fails_and_json_is_the_documented_document(
         config, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["grade", str(JSONL), "-c", config(STRICT), "--format", "json"]) == 1
+    assert main(["grade", str(JSONL), "-c", config(STRICT), "--format", "json",
+                 "--allow-input-problems"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert set(doc) == {"runs", "aggregate"}
     run = doc["runs"][0]
@@ -58,7 +74,8 @@ def test_exit_one_when_a_run_fails_and_json_is_the_documented_document(
 
 def test_junit_has_a_testcase_per_run_and_grader(config, tmp_path: Path) -> None:
     out = tmp_path / "junit.xml"
-    assert main(["grade", str(JSONL), "-c", config(STRICT), "-f", "junit", "-o", str(out)]) == 1
+    assert main(["grade", str(JSONL), "-c", config(STRICT), "-f", "junit", "-o", str(out),
+                 "--allow-input-problems"]) == 1
     root = ET.parse(out).getroot()
     cases = root.findall(".//testcase")
     assert len(cases) >= 4 and all(c.get("name") == "no-refund" for c in cases)
@@ -68,7 +85,8 @@ def test_junit_has_a_testcase_per_run_and_grader(config, tmp_path: Path) -> None
 
 def test_html_to_a_file_is_self_contained(config, tmp_path: Path) -> None:
     out = tmp_path / "report.html"
-    assert main(["grade", str(JSONL), "-c", config(STRICT), "-f", "html", "-o", str(out)]) == 1
+    assert main(["grade", str(JSONL), "-c", config(STRICT), "-f", "html", "-o", str(out),
+                 "--allow-input-problems"]) == 1
     html = out.read_text()
     assert html.startswith("<!DOCTYPE html>") or html.lower().startswith("<!doctype html>")
     assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
@@ -91,7 +109,8 @@ def test_every_format_gives_the_same_verdicts(config, name: str,
 def test_stdin(config, monkeypatch: pytest.MonkeyPatch,
                capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(JSONL.read_bytes())))
-    assert main(["grade", "-", "-c", config(STRICT), "-f", "json"]) == 1
+    assert main(["grade", "-", "-c", config(STRICT), "-f", "json",
+                 "--allow-input-problems"]) == 1
     assert len(json.loads(capsys.readouterr().out)["runs"]) >= 4
 
 
@@ -130,8 +149,8 @@ def test_bad_config_and_unreadable_input_exit_two(config, tmp_path: Path,
 
 def test_console_script_exit_status(config) -> None:
     proc = subprocess.run([sys.executable, "-m", "otel_tooleval.cli", "grade", str(JSONL),
-                           "-c", config(STRICT)], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT)
+                           "-c", config(STRICT), "--allow-input-problems"],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stdout
 

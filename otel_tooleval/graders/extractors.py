@@ -159,10 +159,10 @@ class ToolArguments(_ToolSelection):
             return self._never_called("arguments")
         picked = self._pick(calls)
         if self.occurrence == "all":
-            text = json.dumps([c.arguments for c in picked], separators=(",", ":"),
+            text = json.dumps([_arguments(c) for c in picked], separators=(",", ":"),
                               ensure_ascii=False, default=str)
         else:
-            text = text_of(picked[0].arguments)
+            text = text_of(_arguments(picked[0]))
         return Extraction(text, self._source("arguments", picked),
                           tuple(c.index for c in picked))
 
@@ -290,3 +290,9 @@ def build_extractor(name: str, config: Mapping[str, Any] | None) -> Extractor:
         return cls.model_validate(dict(config or {}))
     except ValidationError as exc:
         raise ConfigProblems(problems_from_validation(exc, ("extractor_config",))) from None
+
+
+def _arguments(call: ToolCall) -> Any:
+    """A call's arguments; a span that recorded none stands for a call with none (``{}``),
+    as tool-call-args and tool_trajectory read it."""
+    return {} if call.arguments is None else call.arguments

@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..model import AgentRun, GradeResult, ToolCall, text_of
-from .registry import GraderFamily, params_of, register
+from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 from .tool_call_order import (
     NOT_EMPTY,
     SdkConfig,
@@ -404,6 +404,14 @@ def _build_count(entry: Mapping[str, Any], name: str, include_values: bool,
 def _build_args(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolCallArgsGrader:
     parsed = params_of(ArgsEntry, entry, key_hints(ARGS))
     spec = build_spec(parsed, "tool_calls", ArgsCriteria, {"subset": False})
+    for i, expected in enumerate(spec.criteria.tool_calls):
+        try:
+            json.dumps(expected.args, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError):
+            raise ConfigProblems([Problem(
+                ("tool_calls", i, "args"),
+                "must hold JSON values only (a YAML date or timestamp? quote it; keys must be "
+                "strings)")]) from None
     return ToolCallArgsGrader(name, spec, include_values)
 
 

@@ -279,9 +279,10 @@ class ToolGrader:
                                        f"{more}.")
         if isinstance(out, GradeResult):
             if out.label == "error":
-                return replace(out, name=self.name, type=TYPE, score=0.0, passed=False)
+                return replace(out, name=self.name, type=TYPE, score=0.0, passed=False,
+                               error=out.error or "CustomGraderError")
             score, explanation = out.score, out.explanation
-            details = {**details, **dict(out.details)}
+            details = {**details, **dict(out.details or {})}
         elif isinstance(out, bool):
             score = 1.0 if out else 0.0
             explanation = f"Custom grader {label!r} returned {out}."
