@@ -3,6 +3,7 @@ duplicate spans, YAML dates in expected arguments, custom graders' error results
 `tool_arguments` of a call without arguments."""
 
 from __future__ import annotations
+
 import gzip
 import json
 import subprocess
@@ -117,6 +118,7 @@ def test_tool_arguments_no_args_is_empty_object():
 # F8: tool-call-args: YAML dates in expected args silently never match (trajectory rejects them at load)
 def test_tool_call_args_rejects_yaml_date_at_load():
     import datetime
+
     from otel_tooleval.config import ConfigError, load_config
     with pytest.raises(ConfigError):
         load_config({"graders": [{"type": "tool-call-args",

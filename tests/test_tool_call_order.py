@@ -7,19 +7,17 @@ import random
 import tracemalloc
 from typing import Any
 
-import jsonschema
 import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import otel_tooleval.graders.tool_call_order  # noqa: F401  (registers the family)
-from otel_tooleval import ConfigError, grade_spans, load_config
+from otel_tooleval import grade_spans
 from otel_tooleval import lcs as lcs_module
 from otel_tooleval.graders.registry import REGISTRY
 from otel_tooleval.lcs import lcs, lcs_length, lcs_pairs
-from otel_tooleval.schema import config_schema
-from tests.support.errors import assert_config_error
+from tests.support.errors import assert_config_error, assert_schema_agrees
 from tests.support.runs import call, grade
 
 
@@ -354,17 +352,7 @@ def test_schema_describes_both_shapes_and_agrees_with_load_config() -> None:
         {"type": "tool-call-order", "config": {"strict": True}},
         {"type": "tool-call-order", "tool_calls_order": ["a"], "subset": True},
     ]
-    whole = jsonschema.Draft202012Validator(config_schema())
-    for body in good:
-        jsonschema.validate(body, document)
-        assert not list(whole.iter_errors({"graders": [body]}))
-        load_config({"graders": [body]})
-    for body in bad:
-        with pytest.raises(jsonschema.ValidationError):
-            jsonschema.validate(body, document)
-        assert list(whole.iter_errors({"graders": [body]}))
-        with pytest.raises(ConfigError):
-            load_config({"graders": [body]})
+    assert_schema_agrees(document, good, bad)
 
 
 # -- load-time errors ---------------------------------------------------------------------------

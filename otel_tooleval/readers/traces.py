@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 
 from ..model import SpanRecord
 
@@ -69,22 +69,24 @@ def _iter_traces(records: Iterable[SpanRecord], idle: int, rootless_idle: int
         spans.append(record)
         last_seen[trace_id] = position
         if position >= rooted_due and rooted:
-            while rooted:
-                oldest = next(iter(rooted))
-                rooted_due = last_seen[oldest] + idle
-                if position < rooted_due:
-                    break
-                del last_seen[oldest]
-                yield rooted.pop(oldest)
+            rooted_due = yield from _idle_traces(rooted, last_seen, position, idle)
         if position >= rootless_due and rootless:
-            while rootless:
-                oldest = next(iter(rootless))
-                rootless_due = last_seen[oldest] + rootless_idle
-                if position < rootless_due:
-                    break
-                del last_seen[oldest]
-                yield rootless.pop(oldest)
+            rootless_due = yield from _idle_traces(rootless, last_seen, position, rootless_idle)
     # At the end: every trace still open, in the order of its last record.
     for trace_id in sorted([*rooted, *rootless], key=last_seen.__getitem__):
         spans = rooted.get(trace_id)
         yield spans if spans is not None else rootless[trace_id]
+
+
+def _idle_traces(traces: OrderedDict[int, list[SpanRecord]], last_seen: dict[int, int],
+                 position: int, idle: int) -> Generator[list[SpanRecord], None, int]:
+    """Yield the traces idle for ``idle`` records at ``position`` (oldest first); return the
+    position at which the next one can be idle."""
+    while traces:
+        oldest = next(iter(traces))
+        due = last_seen[oldest] + idle
+        if position < due:
+            return due
+        del last_seen[oldest]
+        yield traces.pop(oldest)
+    return 0
