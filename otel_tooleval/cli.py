@@ -125,6 +125,54 @@ def _plain(value: object) -> object:
     return value
 
 
+def _serve(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from .serve import ToolEvalServer, options_from_args
+
+    try:
+        options = options_from_args(
+            args.config, grpc=None if args.grpc == "off" else args.grpc,
+            http=None if args.http == "off" else args.http, forward=args.forward,
+            forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
+            max_buffered_spans=args.max_buffered_spans, max_body_bytes=args.max_body_bytes,
+            shutdown_timeout=args.shutdown_timeout)
+    except ValueError as exc:
+        print(f"otel-tooleval serve: {exc}", file=sys.stderr)
+        return 2
+    server = ToolEvalServer(options)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"otel-tooleval serve: {exc}", file=sys.stderr)
+        server.stop(timeout=1)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
+             if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
+             f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]
+    print(f"otel-tooleval serve: listening for {', '.join(w for w in where if w)}; "
+          f"forwarding to {options.forward} ({options.forward_protocol}); "
+          f"decision wait {options.decision_wait:g} s", file=sys.stderr, flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("otel-tooleval serve: draining", file=sys.stderr, flush=True)
+    ok = server.stop()
+    stats = server.stats()
+    print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted, "
+          f"{stats.get('forwarded_spans', 0)} forwarded, {stats.get('runs', 0)} runs graded"
+          + ("" if ok else "; NOT everything was forwarded before the shutdown timeout"),
+          file=sys.stderr, flush=True)
+    return 0 if ok else 1
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-tooleval",
@@ -158,6 +206,34 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--group-by", metavar="ATTRIBUTE",
                        help="root-span attribute grouping runs for the aggregate gates")
     grade.set_defaults(func=_grade)
+    serve = sub.add_parser(
+        "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",
+        description="Receive OTLP traces (gRPC, and HTTP with protobuf or JSON), grade the agent "
+                    "runs in them, and forward every span (run roots with their verdicts), "
+                    "plus log events and metrics, to the next OTLP endpoint. SIGTERM drains "
+                    "and forwards everything accepted. GET /healthz on the HTTP port tells "
+                    "readiness.")
+    serve.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
+    serve.add_argument("--grpc", default="127.0.0.1:4317", metavar="HOST:PORT",
+                       help="OTLP/gRPC listen address, or 'off' (default 127.0.0.1:4317)")
+    serve.add_argument("--http", default="127.0.0.1:4318", metavar="HOST:PORT",
+                       help="OTLP/HTTP listen address, or 'off' (default 127.0.0.1:4318)")
+    serve.add_argument("--forward", metavar="URL",
+                       help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT); "
+                            "'none' discards")
+    serve.add_argument("--forward-protocol", choices=["grpc", "http/protobuf"],
+                       help="default OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf")
+    serve.add_argument("--decision-wait", type=float, default=5.0, metavar="SECONDS",
+                       help="wait after a trace's local root arrives, for late children "
+                            "(default 5)")
+    serve.add_argument("--max-buffered-spans", type=int, default=500_000, metavar="N",
+                       help="spans held at once before senders are told to retry "
+                            "(default 500000)")
+    serve.add_argument("--max-body-bytes", type=int, default=20 * 1024 * 1024, metavar="N",
+                       help="largest request body, after decompression (default 20 MiB)")
+    serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="time to drain on SIGTERM (default 30)")
+    serve.set_defaults(func=_serve)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",
         description="Print the JSON Schema of the config file. Save it and point your editor at "

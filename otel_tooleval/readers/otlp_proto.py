@@ -21,7 +21,7 @@ if TYPE_CHECKING:
         ExportTraceServiceRequest,
     )
 
-__all__ = ["proto_records"]
+__all__ = ["proto_records", "record_from_proto"]
 
 _new = tuple.__new__  # SpanRecord._make without its length check
 _MAX_MESSAGE = 1 << 28  # 256 MiB: larger sizes are garbage, not a message
@@ -154,7 +154,7 @@ def _message_records(message: ExportTraceServiceRequest, where: str,
             scope = ss.scope.name
             for pi, span in enumerate(ss.spans):
                 try:
-                    out.append(_record(span, scope))
+                    out.append(record_from_proto(span, scope))
                 except BAD_SHAPE as exc:
                     report(f"{where}: resource_spans[{ri}].scope_spans[{si}].spans[{pi}]: "
                            f"{describe(exc)}; span skipped")
@@ -168,7 +168,8 @@ def _id(raw: bytes, size: int, what: str) -> int:
     return value
 
 
-def _record(span: Any, scope: str) -> SpanRecord:
+def record_from_proto(span: Any, scope: str) -> SpanRecord:
+    """The SpanRecord of one protobuf ``Span``; ValueError for an invalid id."""
     parent = span.parent_span_id
     parent_id = _id(parent, 8, "parent_span_id") if parent else 0
     error = None

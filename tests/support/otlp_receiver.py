@@ -211,7 +211,8 @@ def _decompress(body: bytes, encoding: str | None) -> bytes:
 class OtlpReceiver:
     """A real OTLP endpoint (gRPC and HTTP/protobuf) that records what it receives."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, grpc_port: int = 0) -> None:
+        self._want_grpc_port = grpc_port   # 0: chosen by the OS
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._requests: dict[str, list[Message]] = {signal: [] for signal in _SIGNALS}
@@ -248,7 +249,7 @@ class OtlpReceiver:
             _MetricsServicer(self), server
         )
         self._grpc_server = server
-        port = server.add_insecure_port(f"{_HOST}:0")
+        port = server.add_insecure_port(f"{_HOST}:{self._want_grpc_port}")
         if not port:
             raise RuntimeError("could not bind the OTLP gRPC server")
         server.start()

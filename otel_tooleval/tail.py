@@ -1,0 +1,492 @@
+"""Grading spans that arrive already ended: the core of ``ToolEvalSpanExporter`` and ``serve``.
+
+The span processor sees every span start and end, so it knows a run's root the moment it ends.
+An exporter and an OTLP receiver only get finished spans, in batches, in the order they ended,
+and a trace's spans may arrive in several batches. They work like the collector's tail-sampling
+processor:
+
+- every span of an open trace is kept as a ``SpanRecord`` (spans that can be neither a run nor
+  its root keep no attributes);
+- spans that may be a run's root (local roots, agent spans, framework spans) are *held*; every
+  other span is handed back to be forwarded at once;
+- when a local root of the trace arrives (no parent, or a parent in another process), the trace
+  becomes due ``decision_wait`` seconds later, so children that end just after their root
+  still count (as pending calls, as in the processor). Another local root arriving before then
+  moves the decision back;
+- at the decision the trace is cut into runs exactly as ``otel-tooleval grade`` cuts a finished
+  trace (``trajectory.find_runs``), every run is graded, the held roots are forwarded with their
+  verdicts and the other held spans as they are;
+- spans of a decided trace that arrive later (within ``limits.tombstone_seconds``) are late:
+  forwarded at once and counted as ``late_span``;
+- a trace whose local root never arrives is decided ``limits.run_ttl_seconds`` after its last
+  span: what arrived is graded (spans whose parent is missing count as local roots).
+
+Bounds: ``limits.max_open_runs`` traces (the oldest is forwarded ungraded, counted as
+``max_open_runs``), ``limits.max_spans_per_trace`` records per trace (further spans are
+forwarded at once, counted as ``max_spans_per_trace``), and optionally a total of spans and
+bytes across traces that the caller checks with ``full()`` before accepting more (``serve``
+answers "retry later"). Nothing is ever silently lost: every span handed in is either handed
+back at once or forwarded later by the ``forward`` callback, graded or not.
+"""
+
+from __future__ import annotations
+
+import heapq
+import logging
+import os
+import threading
+import time
+import weakref
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+from . import __version__
+from ._compat import detach, suppress_instrumentation
+from .config import ToolEvalConfig
+from .conventions import MODEL, TOOL, is_framework_span, span_kind
+from .emit import LogEvents, VerdictMetrics
+from .grading import grade_run
+from .model import RunReport, SpanRecord
+from .trajectory import build_run, find_runs
+
+__all__ = ["Decision", "TailBuffers", "TailGrader"]
+
+H = TypeVar("H")
+_log = logging.getLogger(__name__)
+_NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(slots=True)
+class _Trace(Generic[H]):
+    records: list[SpanRecord] = field(default_factory=list)
+    held: list[tuple[SpanRecord, H]] = field(default_factory=list)
+    agent_below: set[int] = field(default_factory=set)   # span ids with an agent span below
+    due: float | None = None       # decision time once a local root has arrived
+    touched: float = 0.0           # last arrival (monotonic), for the TTL
+    bytes: int = 0
+
+
+@dataclass(slots=True)
+class Decision(Generic[H]):
+    """A trace taken out of the buffers: what to grade and what to forward afterwards.
+
+    ``reason`` is ``root`` (its local root arrived and the wait passed), ``ttl`` (no local root
+    came), ``flush``/``shutdown`` (decided early on request), or ``max_open_runs`` (evicted: its
+    held spans are forwarded ungraded).
+    """
+
+    trace_id: int
+    records: list[SpanRecord]
+    held: list[tuple[SpanRecord, H]]
+    reason: str
+
+    @property
+    def graded(self) -> bool:
+        return self.reason != "max_open_runs"
+
+
+class TailBuffers(Generic[H]):
+    """Open traces of ended spans, with their decision times. Thread-safe; one lock."""
+
+    def __init__(self, config: ToolEvalConfig, decision_wait: float, *,
+                 max_spans: int | None = None, max_bytes: int | None = None,
+                 on_drop: Callable[[str, int], None] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if decision_wait < 0:
+            raise ValueError("decision_wait must not be negative")
+        self.policy = config.policy
+        self.limits = config.limits
+        self.decision_wait = decision_wait
+        self.max_spans = max_spans
+        self.max_bytes = max_bytes
+        self._on_drop = on_drop
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._traces: OrderedDict[int, _Trace[H]] = OrderedDict()   # least recently active first
+        self._due: list[tuple[float, int]] = []                     # heap; stale entries skipped
+        self._tombstones: OrderedDict[int, float] = OrderedDict()   # trace id -> expiry
+        self.spans = 0            # records held across all open traces
+        self.bytes = 0
+        self.counts: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        return len(self._traces)
+
+    def _drop(self, reason: str, n: int = 1) -> None:
+        self.counts["dropped." + reason] += n
+        if self._on_drop is not None:
+            self._on_drop(reason, n)
+
+    def full(self) -> bool:
+        """True while the buffers hold as many spans or bytes as they were allowed."""
+        return ((self.max_spans is not None and self.spans >= self.max_spans)
+                or (self.max_bytes is not None and self.bytes >= self.max_bytes))
+
+    def may_be_root(self, record: SpanRecord) -> bool:
+        """Whether a span can be a run's root at all, whatever else is in its trace."""
+        if record.is_local_root:
+            return True
+        attrs = record.attributes
+        if self.policy.is_agent(attrs, record.name):
+            return True
+        return self.policy.root == "auto" and is_framework_span(attrs, record.scope)
+
+    def _is_root(self, record: SpanRecord, trace: _Trace[H]) -> bool:
+        # Spans end (and arrive) after their children, so whether an agent span lies below a
+        # span is known when it arrives: agent spans mark their parent, marked spans theirs.
+        attrs = record.attributes
+        agent = self.policy.is_agent(attrs, record.name)
+        below = record.span_id in trace.agent_below
+        if agent or below:
+            trace.agent_below.add(record.parent_id)
+        if agent or record.is_local_root:
+            return True
+        return below and self.policy.root == "auto" and is_framework_span(attrs, record.scope)
+
+    def add(self, items: Iterable[tuple[SpanRecord, H, int]]) -> tuple[list[H], list[Decision[H]]]:
+        """Take ``(record, item, size in bytes)`` triples of ended spans.
+
+        Returns the items to forward now (spans that cannot be a run root, late spans, spans
+        past a cap) and the traces evicted to make room (to be forwarded ungraded).
+        """
+        now = self._clock()
+        forward: list[H] = []
+        evicted: list[Decision[H]] = []
+        max_spans = self.limits.max_spans_per_trace
+        with self._lock:
+            traces = self._traces
+            for record, item, size in items:
+                trace_id = record.trace_id
+                trace = traces.get(trace_id)
+                if trace is None:
+                    expiry = self._tombstones.get(trace_id)
+                    if expiry is not None and expiry > now:
+                        self.counts["late_spans"] += 1
+                        self._drop("late_span")
+                        forward.append(item)
+                        continue
+                    while len(traces) >= self.limits.max_open_runs:
+                        old_id, old = traces.popitem(last=False)
+                        evicted.append(self._take(old_id, old, "max_open_runs"))
+                    trace = traces[trace_id] = _Trace()
+                else:
+                    traces.move_to_end(trace_id)
+                trace.touched = now
+                root = self._is_root(record, trace)
+                if len(trace.records) >= max_spans:
+                    self._drop("max_spans_per_trace")
+                    if not root:
+                        forward.append(item)
+                        continue
+                elif root:
+                    trace.records.append(record)
+                else:
+                    trace.records.append(record if self._keeps_attributes(record)
+                                         else record._replace(attributes=_NO_ATTRIBUTES))
+                trace.bytes += size
+                self.bytes += size
+                self.spans += 1
+                if root:
+                    trace.held.append((record, item))
+                    if record.is_local_root:
+                        trace.due = now + self.decision_wait
+                        heapq.heappush(self._due, (trace.due, trace_id))
+                else:
+                    forward.append(item)
+        for decision in evicted:
+            self._drop("max_open_runs")
+        return forward, evicted
+
+    @staticmethod
+    def _keeps_attributes(record: SpanRecord) -> bool:
+        # Tool and model spans keep their attributes; everything else only its place in the tree.
+        return bool(span_kind(record.attributes) & (TOOL | MODEL))
+
+    def _take(self, trace_id: int, trace: _Trace[H], reason: str) -> Decision[H]:
+        """Remove a trace (the lock is held) and leave a tombstone for its late spans."""
+        self.spans -= len(trace.records)
+        self.bytes -= trace.bytes
+        if self.limits.tombstone_seconds > 0:
+            self._tombstones[trace_id] = self._clock() + self.limits.tombstone_seconds
+            self._tombstones.move_to_end(trace_id)
+            while len(self._tombstones) > self.limits.max_open_runs:
+                self._tombstones.popitem(last=False)
+        return Decision(trace_id, trace.records, trace.held, reason)
+
+    def take_due(self, *, everything: str | None = None, rooted: str | None = None
+                 ) -> list[Decision[H]]:
+        """The traces whose decision time or TTL has passed.
+
+        ``rooted="flush"`` also takes every trace whose local root has arrived, whatever its
+        wait; ``everything="shutdown"`` takes every open trace.
+        """
+        now = self._clock()
+        out: list[Decision[H]] = []
+        with self._lock:
+            traces = self._traces
+            if everything is not None:
+                for trace_id, trace in list(traces.items()):
+                    out.append(self._take(trace_id, trace, everything))
+                traces.clear()
+                self._due.clear()
+                return out
+            due = self._due
+            while due and (rooted is not None or due[0][0] <= now):
+                when, trace_id = heapq.heappop(due)
+                found = traces.get(trace_id)
+                if found is None or found.due != when:
+                    continue   # decided already, or moved back by a later local root
+                del traces[trace_id]
+                out.append(self._take(trace_id, found, rooted or "root"))
+            stale = now - self.limits.run_ttl_seconds
+            while traces:
+                trace_id, trace = next(iter(traces.items()))
+                if trace.touched > stale:
+                    break
+                del traces[trace_id]
+                out.append(self._take(trace_id, trace, "ttl"))
+            for trace_id, expiry in list(self._tombstones.items()):
+                if expiry > now:
+                    break
+                del self._tombstones[trace_id]
+        return out
+
+    def next_due(self) -> float | None:
+        """The earliest decision time pending (monotonic clock), if any."""
+        with self._lock:
+            return self._due[0][0] if self._due else None
+
+    def reset_after_fork(self) -> None:
+        self._lock = threading.Lock()
+        self._traces = OrderedDict()
+        self._due = []
+        self._tombstones = OrderedDict()
+        self.spans = self.bytes = 0
+
+
+class TailGrader(Generic[H]):
+    """Buffers, a grading thread and the verdict channels, for a front door of ended spans.
+
+    The caller hands ended spans to :meth:`accept` and forwards what it gets back at once;
+    the grading thread decides traces as they become due, grades their runs, and calls
+    ``forward(items)`` with the held spans of each trace, a run root replaced by
+    ``annotate(item, record, report)``. ``forward`` runs on the grading thread (or, at
+    shutdown, on the caller's); its exceptions are logged once and never reach the caller.
+    """
+
+    def __init__(self, config: ToolEvalConfig, *,
+                 forward: Callable[[list[H]], None],
+                 annotate: Callable[[H, SpanRecord, RunReport], H],
+                 decision_wait: float,
+                 max_spans: int | None = None, max_bytes: int | None = None,
+                 meter_provider: Any = None, logger_provider: Any = None,
+                 on_report: Callable[[RunReport], None] | None = None,
+                 name: str = "otel-tooleval-tail") -> None:
+        self.config = config
+        emit = config.emit
+        self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
+        self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
+        self._forward_items = forward
+        self._annotate = annotate
+        self._on_report = on_report
+        self._name = name
+        self.buffers: TailBuffers[H] = TailBuffers(config, decision_wait, max_spans=max_spans,
+                                                   max_bytes=max_bytes, on_drop=self._count_drop)
+        self.graded: Counter[str] = Counter()
+        self._reported: set[str] = set()
+        self._closed = False
+        self._init_thread_state()
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork_in_child)
+            os.register_at_fork(after_in_child=lambda: (m := ref()) and m())
+
+    def _init_thread_state(self) -> None:
+        self._wake = threading.Condition()
+        self._requests: list[tuple[str, threading.Event]] = []
+        self._worker: threading.Thread | None = None
+        self._worker_lock = threading.Lock()
+
+    def _after_fork_in_child(self) -> None:
+        self.buffers.reset_after_fork()
+        self._init_thread_state()
+
+    # -- intake (caller's thread) -----------------------------------------------------------
+
+    def accept(self, items: Iterable[tuple[SpanRecord, H, int]]) -> list[H]:
+        """Buffer ended spans; returns those to forward right away. Never raises."""
+        if self._closed:
+            return [item for _, item, _ in items]
+        forward, evicted = self.buffers.add(items)
+        if self._worker is None:
+            self._ensure_worker()
+        for decision in evicted:
+            forward.extend(item for _, item in decision.held)
+        return forward
+
+    def full(self) -> bool:
+        return self.buffers.full()
+
+    def _ensure_worker(self) -> None:
+        with self._worker_lock:
+            if self._worker is None:
+                worker = threading.Thread(target=self._work, name=self._name, daemon=True)
+                worker.start()
+                self._worker = worker
+
+    # -- grading thread ---------------------------------------------------------------------
+
+    def _work(self) -> None:
+        while True:
+            with self._wake:
+                request = self._requests.pop(0) if self._requests else None
+                if request is None:
+                    next_due = self.buffers.next_due()
+                    wait = 0.25 if next_due is None else next_due - time.monotonic()
+                    if wait > 0:
+                        self._wake.wait(min(wait, 0.25))
+                        request = self._requests.pop(0) if self._requests else None
+            if request is not None:
+                kind, done = request
+                self._decide_all(self.buffers.take_due(
+                    everything=kind if kind == "shutdown" else None,
+                    rooted=kind if kind == "flush" else None))
+                done.set()
+                if kind == "shutdown":
+                    return
+                continue
+            self._decide_all(self.buffers.take_due())
+
+    def _decide_all(self, decisions: list[Decision[H]]) -> None:
+        for decision in decisions:
+            try:
+                items = self._decide(decision)
+            except Exception:  # noqa: BLE001 - a bug here must not lose the spans
+                self._report("grading")
+                items = [item for _, item in decision.held]
+            if items:
+                try:
+                    self._forward_items(items)
+                except Exception:  # noqa: BLE001
+                    self._report("forwarding")
+
+    def _decide(self, decision: Decision[H]) -> list[H]:
+        if not decision.graded or not decision.records:
+            return [item for _, item in decision.held]
+        config = self.config
+        policy = config.policy
+        reports: dict[int, RunReport] = {}
+        token = suppress_instrumentation()
+        try:
+            for root, members in find_runs(decision.records, policy):
+                report = grade_run(build_run(root, members, policy), config)
+                if report is not None:
+                    reports[root.span_id] = report
+        finally:
+            detach(token)
+        items: list[H] = []
+        for record, item in decision.held:
+            report = reports.pop(record.span_id, None)
+            if report is None:
+                items.append(item)
+                continue
+            items.append(self._annotate(item, record, report))
+            self._emit(report, record)
+        for report in reports.values():   # a run whose root was not held (its parent was lost)
+            self.graded["unannotated_runs"] += 1
+            self._emit(report, None)
+        self.graded["traces"] += 1
+        return items
+
+    def _emit(self, report: RunReport, root: SpanRecord | None) -> None:
+        self.graded["runs"] += 1
+        if self._logs is not None:
+            try:
+                from opentelemetry.trace import SpanContext, TraceFlags
+
+                run = report.run
+                context = SpanContext(run.trace_id, run.root_span_id, is_remote=False,
+                                      trace_flags=TraceFlags(TraceFlags.SAMPLED))
+                end = (root.end_ns if root is not None else None) or run.end_ns or time.time_ns()
+                self._logs.emit(report, context, end)
+            except Exception:  # noqa: BLE001
+                self._report("log events")
+        if self._metrics is not None:
+            try:
+                self._metrics.record(report)
+            except Exception:  # noqa: BLE001
+                self._report("metrics")
+        if self._on_report is not None:
+            try:
+                self._on_report(report)
+            except Exception:  # noqa: BLE001
+                self._report("on_report callback")
+
+    def _count_drop(self, reason: str, n: int) -> None:
+        if self._metrics is not None:
+            try:
+                self._metrics.drop(reason, n)
+            except Exception:  # noqa: BLE001
+                self._report("metrics")
+
+    def _report(self, where: str) -> None:
+        if where not in self._reported:
+            self._reported.add(where)
+            _log.exception("otel-tooleval: %s failed; continuing without it", where)
+
+    # -- flush and shutdown -----------------------------------------------------------------
+
+    def _request(self, kind: str, deadline: float) -> bool:
+        if self._worker is None or not self._worker.is_alive():
+            # No thread (nothing was ever accepted, or after fork): decide here.
+            self._decide_all(self.buffers.take_due(
+                everything=kind if kind == "shutdown" else None,
+                rooted=kind if kind == "flush" else None))
+            return True
+        done = threading.Event()
+        with self._wake:
+            self._requests.append((kind, done))
+            self._wake.notify()
+        return done.wait(max(deadline - time.monotonic(), 0.0))
+
+    def flush(self, timeout_seconds: float = 30.0) -> bool:
+        """Decide now every trace whose local root has arrived (skipping the rest of its wait)."""
+        if self._closed:
+            return True
+        return self._request("flush", time.monotonic() + timeout_seconds)
+
+    def shutdown(self, timeout_seconds: float = 30.0) -> bool:
+        """Decide every open trace now (graded with what arrived), forward, stop the thread.
+
+        If grading does not finish in time, what is still buffered is forwarded ungraded here.
+        """
+        if self._closed:
+            return True
+        self._closed = True
+        deadline = time.monotonic() + timeout_seconds
+        ok = self._request("shutdown", deadline)
+        if not ok:
+            left = self.buffers.take_due(everything="shutdown")
+            items = [item for d in left for _, item in d.held]
+            self._drop_count(len(left))
+            if items:
+                try:
+                    self._forward_items(items)
+                except Exception:  # noqa: BLE001
+                    self._report("forwarding")
+        return ok
+
+    def _drop_count(self, n: int) -> None:
+        if n:
+            self.buffers.counts["dropped.shutdown"] += n
+            self._count_drop("shutdown", n)
+
+    def stats(self) -> dict[str, int]:
+        out = dict(self.graded)
+        out.update(self.buffers.counts)
+        out["open_traces"] = len(self.buffers)
+        out["buffered_spans"] = self.buffers.spans
+        out["buffered_bytes"] = self.buffers.bytes
+        return out
