@@ -181,14 +181,13 @@ class TailBuffers(Generic[H]):
                     if not root:
                         forward.append(item)
                         continue
-                elif root:
-                    trace.records.append(record)
                 else:
-                    trace.records.append(record if self._keeps_attributes(record)
-                                         else record._replace(attributes=_NO_ATTRIBUTES))
-                trace.bytes += size
-                self.bytes += size
-                self.spans += 1
+                    trace.records.append(
+                        record if root or self._keeps_attributes(record)
+                        else record._replace(attributes=_NO_ATTRIBUTES))
+                    trace.bytes += size
+                    self.bytes += size
+                    self.spans += 1
                 if root:
                     trace.held.append((record, item))
                     if record.is_local_root:
