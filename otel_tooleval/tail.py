@@ -46,7 +46,7 @@ from typing import Any, Generic, TypeVar
 from . import __version__
 from ._compat import detach, suppress_instrumentation
 from .config import ToolEvalConfig
-from .conventions import MODEL, TOOL, is_framework_span, span_kind
+from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
 from .model import RunReport, SpanRecord
@@ -99,6 +99,7 @@ class TailBuffers(Generic[H]):
             raise ValueError("decision_wait must not be negative")
         self.policy = config.policy
         self.limits = config.limits
+        self._by_name = bool(self.policy.agent_span_names) or self.policy.root_pattern is not None
         self.decision_wait = decision_wait
         self.max_spans = max_spans
         self.max_bytes = max_bytes
@@ -125,26 +126,37 @@ class TailBuffers(Generic[H]):
         return ((self.max_spans is not None and self.spans >= self.max_spans)
                 or (self.max_bytes is not None and self.bytes >= self.max_bytes))
 
+    def _agent(self, record: SpanRecord, kind: int) -> bool:
+        if self._by_name:   # agent span names or a root pattern in the config
+            return self.policy.is_agent(record.attributes, record.name)
+        return bool(kind & AGENT)
+
     def may_be_root(self, record: SpanRecord) -> bool:
-        """Whether a span can be a run's root at all, whatever else is in its trace."""
+        """Whether a span can be a run's root at all, whatever else is in its trace.
+
+        Tool and model-call spans are not, unless they are local roots (a tool span with an
+        agent below it, "agent as a tool", can still be cut as a run from the buffered records,
+        but is not held for its verdicts).
+        """
         if record.is_local_root:
             return True
-        attrs = record.attributes
-        if self.policy.is_agent(attrs, record.name):
+        kind = span_kind(record.attributes)
+        if self._agent(record, kind):
             return True
-        return self.policy.root == "auto" and is_framework_span(attrs, record.scope)
+        return (not kind & (TOOL | MODEL) and self.policy.root == "auto"
+                and is_framework_span(record.attributes, record.scope))
 
-    def _is_root(self, record: SpanRecord, trace: _Trace[H]) -> bool:
+    def _is_root(self, record: SpanRecord, kind: int, trace: _Trace[H]) -> bool:
         # Spans end (and arrive) after their children, so whether an agent span lies below a
         # span is known when it arrives: agent spans mark their parent, marked spans theirs.
-        attrs = record.attributes
-        agent = self.policy.is_agent(attrs, record.name)
+        agent = self._agent(record, kind)
         below = record.span_id in trace.agent_below
         if agent or below:
             trace.agent_below.add(record.parent_id)
         if agent or record.is_local_root:
             return True
-        return below and self.policy.root == "auto" and is_framework_span(attrs, record.scope)
+        return (below and self.policy.root == "auto"
+                and is_framework_span(record.attributes, record.scope))
 
     def add(self, items: Iterable[tuple[SpanRecord, H, int]]) -> tuple[list[H], list[Decision[H]]]:
         """Take ``(record, item, size in bytes)`` triples of ended spans.
@@ -175,7 +187,8 @@ class TailBuffers(Generic[H]):
                 else:
                     traces.move_to_end(trace_id)
                 trace.touched = now
-                root = self._is_root(record, trace)
+                kind = span_kind(record.attributes)
+                root = self._is_root(record, kind, trace)
                 if len(trace.records) >= max_spans:
                     self._drop("max_spans_per_trace")
                     if not root:
@@ -183,7 +196,7 @@ class TailBuffers(Generic[H]):
                         continue
                 else:
                     trace.records.append(
-                        record if root or self._keeps_attributes(record)
+                        record if root or kind & (TOOL | MODEL)
                         else record._replace(attributes=_NO_ATTRIBUTES))
                     trace.bytes += size
                     self.bytes += size
@@ -198,11 +211,6 @@ class TailBuffers(Generic[H]):
         for decision in evicted:
             self._drop("max_open_runs")
         return forward, evicted
-
-    @staticmethod
-    def _keeps_attributes(record: SpanRecord) -> bool:
-        # Tool and model spans keep their attributes; everything else only its place in the tree.
-        return bool(span_kind(record.attributes) & (TOOL | MODEL))
 
     def _take(self, trace_id: int, trace: _Trace[H], reason: str) -> Decision[H]:
         """Remove a trace (the lock is held) and leave a tombstone for its late spans."""
