@@ -417,7 +417,7 @@ class ToolEvalServer:
                 meter_provider is None or logger_provider is None):
             meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider)
         self.forwarder = _Forwarder(options)
-        self.tail: TailGrader[_Held | None] = TailGrader(
+        self.tail: TailGrader[Any] = TailGrader(   # items: (rs, ss, i, span), held: _Held
             self.config,
             forward=self._forward_held,
             annotate=self._annotate,
@@ -563,72 +563,74 @@ class ToolEvalServer:
         """Take one ExportTraceServiceRequest; returns (rejected spans, error message).
 
         ``body`` is the request's own protobuf encoding, forwarded as it is when no span of
-        it is held back.
+        it is held back. Held spans (possible run roots) are copied out of the request with
+        their resource and scope, and the rest of the request is forwarded at once.
         """
-        may_be_root = self.tail.buffers.may_be_root
-        triples: list[tuple[SpanRecord, _Held | None, int]] = []
-        removed: list[tuple[Any, list[int]]] = []
-        rejected = 0
+        triples: list[tuple[SpanRecord, Any, int]] = []
+        held: list[tuple[Any, int]] = []
+        rejected: list[tuple[Any, int]] = []
         message = ""
         total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
         size = (len(body) // total) if body and total else 256
         for rs in request.resource_spans:
-            resource_copy: Any = None
             for ss in rs.scope_spans:
                 scope_name = ss.scope.name
-                scope_copy: Any = None
-                drop: list[int] = []
                 for i, span in enumerate(ss.spans):
                     try:
                         record = record_from_proto(span, scope_name)
                     except (ValueError, TypeError) as exc:
-                        rejected += 1
+                        rejected.append((ss, i))
                         message = message or f"span {span.name!r}: {exc}"
-                        drop.append(i)
                         continue
-                    if not may_be_root(record):
-                        triples.append((record, None, size))
-                        continue
-                    if resource_copy is None:
-                        resource_copy = type(rs)()
-                        resource_copy.resource.CopyFrom(rs.resource)
-                        resource_copy.schema_url = rs.schema_url
-                    if scope_copy is None:
-                        scope_copy = type(ss)()
-                        scope_copy.scope.CopyFrom(ss.scope)
-                        scope_copy.schema_url = ss.schema_url
-                    copy = type(span)()
-                    copy.CopyFrom(span)
-                    triples.append((record, _Held(resource_copy, scope_copy, copy), size))
-                    drop.append(i)
-                if drop:
-                    removed.append((ss, drop))
+                    triples.append((record, (rs, ss, i, span), size))
+        copies: dict[int, Any] = {}
+
+        def hold(item: Any) -> _Held:
+            rs, ss, i, span = item
+            held.append((ss, i))
+            resource = copies.get(id(rs))
+            if resource is None:
+                resource = copies[id(rs)] = type(rs)()
+                resource.resource.CopyFrom(rs.resource)
+                resource.schema_url = rs.schema_url
+            scope = copies.get(id(ss))
+            if scope is None:
+                scope = copies[id(ss)] = type(ss)()
+                scope.scope.CopyFrom(ss.scope)
+                scope.schema_url = ss.schema_url
+            copy = type(span)()
+            copy.CopyFrom(span)
+            return _Held(resource, scope, copy)
+
         accepted = len(triples)
-        forward_now = self.tail.accept(triples)
+        forward_now = self.tail.accept(triples, hold)
+        removed = held + rejected
         if removed:
-            for ss, drop in removed:
-                for i in reversed(drop):
+            by_scope: dict[int, tuple[Any, list[int]]] = {}
+            for ss, i in removed:
+                by_scope.setdefault(id(ss), (ss, []))[1].append(i)
+            for ss, drop in by_scope.values():
+                for i in sorted(drop, reverse=True):
                     del ss.spans[i]
             body = None
-        passing = accepted - sum(1 for t in triples if t[1] is not None)
+        passing = accepted - len(held)
         if passing:
             self.forwarder.put(body if body is not None else request.SerializeToString(),
                                passing)
-        held_now = [item for item in forward_now if item is not None]
-        if held_now:
-            self.forwarder.put(*_encode_held(held_now))
+        evicted = [item for item in forward_now if isinstance(item, _Held)]
+        if evicted:
+            self.forwarder.put(*_encode_held(evicted))
         self._count("accepted_spans", accepted)
         self._count("accepted_requests")
         if rejected:
-            self._count("rejected_spans", rejected)
-        return rejected, message
+            self._count("rejected_spans", len(rejected))
+        return len(rejected), message
 
-    def _forward_held(self, items: list[_Held | None]) -> None:
-        self.forwarder.put(*_encode_held(item for item in items if item is not None))
+    def _forward_held(self, items: list[Any]) -> None:
+        self.forwarder.put(*_encode_held(items))
 
-    def _annotate(self, item: _Held | None, record: SpanRecord, report: RunReport
-                  ) -> _Held | None:
-        return None if item is None else _annotate(item, record, report, self.config)
+    def _annotate(self, item: Any, record: SpanRecord, report: RunReport) -> Any:
+        return _annotate(item, record, report, self.config)
 
     def export(self, body: bytes, content_type: str) -> tuple[int, str]:
         """Check, parse and ingest one request body (the receivers' common path).

@@ -158,11 +158,14 @@ class TailBuffers(Generic[H]):
         return (below and self.policy.root == "auto"
                 and is_framework_span(record.attributes, record.scope))
 
-    def add(self, items: Iterable[tuple[SpanRecord, H, int]]) -> tuple[list[H], list[Decision[H]]]:
+    def add(self, items: Iterable[tuple[SpanRecord, H, int]],
+            hold: Callable[[H], H] | None = None) -> tuple[list[H], list[Decision[H]]]:
         """Take ``(record, item, size in bytes)`` triples of ended spans.
 
         Returns the items to forward now (spans that cannot be a run root, late spans, spans
-        past a cap) and the traces evicted to make room (to be forwarded ungraded).
+        past a cap) and the traces evicted to make room (to be forwarded ungraded). ``hold``,
+        when given, turns the item of a span that is held into what is kept (called with the
+        lock held: keep it short).
         """
         now = self._clock()
         forward: list[H] = []
@@ -202,7 +205,7 @@ class TailBuffers(Generic[H]):
                     self.bytes += size
                     self.spans += 1
                 if root:
-                    trace.held.append((record, item))
+                    trace.held.append((record, item if hold is None else hold(item)))
                     if record.is_local_root:
                         trace.due = now + self.decision_wait
                         heapq.heappush(self._due, (trace.due, trace_id))
@@ -322,11 +325,12 @@ class TailGrader(Generic[H]):
 
     # -- intake (caller's thread) -----------------------------------------------------------
 
-    def accept(self, items: Iterable[tuple[SpanRecord, H, int]]) -> list[H]:
-        """Buffer ended spans; returns those to forward right away. Never raises."""
+    def accept(self, items: Iterable[tuple[SpanRecord, H, int]],
+               hold: Callable[[H], H] | None = None) -> list[H]:
+        """Buffer ended spans; returns those to forward right away (see ``TailBuffers.add``)."""
         if self._closed:
             return [item for _, item, _ in items]
-        forward, evicted = self.buffers.add(items)
+        forward, evicted = self.buffers.add(items, hold)
         if self._worker is None:
             self._ensure_worker()
         for decision in evicted:

@@ -161,41 +161,55 @@ def _message_records(message: ExportTraceServiceRequest, where: str,
     return out
 
 
-def _id(raw: bytes, size: int, what: str) -> int:
-    value = int.from_bytes(raw, "big")
-    if len(raw) != size or value == 0:
-        raise ValueError(f"invalid {what} {raw.hex()!r}")
-    return value
-
-
 def record_from_proto(span: Any, scope: str) -> SpanRecord:
     """The SpanRecord of one protobuf ``Span``; ValueError for an invalid id."""
-    parent = span.parent_span_id
-    parent_id = _id(parent, 8, "parent_span_id") if parent else 0
+    trace_id, span_id, parent = span.trace_id, span.span_id, span.parent_span_id
+    if len(trace_id) != 16 or len(span_id) != 8 or (parent and len(parent) != 8):
+        raise _bad_id(trace_id, span_id, parent)
+    tid, sid = _from_bytes(trace_id, "big"), _from_bytes(span_id, "big")
+    pid = _from_bytes(parent, "big") if parent else 0
+    if not (tid and sid and (pid or not parent)):
+        raise _bad_id(trace_id, span_id, parent)
+    status = span.status
     error = None
-    if span.status.code == _STATUS_ERROR:
-        error = span.status.message or _exception_text(span.events) or "error"
+    if status.code == _STATUS_ERROR:
+        error = status.message or _exception_text(span.events) or "error"
     return _new(SpanRecord, (
-        _id(span.trace_id, 16, "trace_id"),
-        _id(span.span_id, 8, "span_id"),
-        parent_id,
+        tid,
+        sid,
+        pid,
         span.name,
         span.start_time_unix_nano,
         span.end_time_unix_nano or None,
         _attributes(span.attributes),
         error,
-        bool(parent_id) and span.flags & _REMOTE == _REMOTE,
+        bool(pid) and span.flags & _REMOTE == _REMOTE,
         scope,
     ))
+
+
+_from_bytes = int.from_bytes
+
+
+def _bad_id(trace_id: bytes, span_id: bytes, parent: bytes) -> ValueError:
+    for what, raw, size in (("trace_id", trace_id, 16), ("span_id", span_id, 8),
+                            ("parent_span_id", parent, 8)):
+        if (raw or what != "parent_span_id") and (len(raw) != size or not any(raw)):
+            return ValueError(f"invalid {what} {raw.hex()!r}")
+    return ValueError("invalid ids")
 
 
 def _attributes(items: Any) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for kv in items:
         value = kv.value
+        text = value.string_value   # "" for any other kind: then look which one it is
+        if text:
+            out[kv.key] = text
+            continue
         kind = value.WhichOneof("value")
         if kind == "string_value":
-            out[kv.key] = value.string_value
+            out[kv.key] = text
         elif kind is not None:
             out[kv.key] = any_value(value)
     return out
