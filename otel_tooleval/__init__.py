@@ -19,6 +19,7 @@ _EXPORTS = {
     "RunReport": ".model",
     "ToolCall": ".model",
     "ToolEvalConfig": ".config",
+    "ToolEvalSpanExporter": ".exporter",
     "ToolEvalSpanProcessor": ".processor",
     "grade_run": ".grading",
     "grade_spans": ".grading",
@@ -34,6 +35,7 @@ __all__ = [
     "RunReport",
     "ToolCall",
     "ToolEvalConfig",
+    "ToolEvalSpanExporter",
     "ToolEvalSpanProcessor",
     "__version__",
     "grade_run",
@@ -45,6 +47,7 @@ __all__ = [
 
 if TYPE_CHECKING:
     from .config import ConfigError, ToolEvalConfig, load_config
+    from .exporter import ToolEvalSpanExporter
     from .graders.custom import grader
     from .grading import grade_run, grade_spans
     from .model import AgentRun, GradeResult, RunReport, ToolCall

@@ -5,19 +5,24 @@ Keeping them here means an SDK change breaks one small module, not the whole pac
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import inspect
+import time
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from operator import attrgetter, itemgetter
 from typing import Any
 
 from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
 from opentelemetry.attributes import BoundedAttributes
-from opentelemetry.sdk.trace import Event, ReadableSpan
+from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
-from .model import SpanRecord
+from .model import RunReport, SpanRecord
 
-__all__ = ["copy_with", "record_from_span", "suppress_instrumentation"]
+__all__ = ["annotated_copy", "copy_with", "record_from_span", "sdk_configure",
+           "sdk_initialize_wrapping", "suppress_instrumentation", "wrap_export_processors"]
 
 try:  # the key instrumentations check before they trace anything
     from opentelemetry.context import _SUPPRESS_INSTRUMENTATION_KEY as _SUPPRESS_KEY
@@ -167,3 +172,75 @@ def suppress_instrumentation() -> object:
 
 def detach(token: object) -> None:
     otel_context.detach(token)  # type: ignore[arg-type]
+
+
+def annotated_copy(span: ReadableSpan, report: RunReport, *, events: bool = True,
+                   attributes: bool = True) -> ReadableSpan:
+    """The copy of a run's root that carries its verdicts (what every front door exports).
+
+    ``events`` and ``attributes`` follow ``emit.span_events`` and ``emit.root_attributes``;
+    with both off the span itself is returned.
+    """
+    if not (events or attributes):
+        return span
+    from .emit.span import root_attributes, span_events
+
+    end = span.end_time or time.time_ns()
+    return copy_with(span, root_attributes(report) if attributes else {},
+                     span_events(report, end) if events else [])
+
+
+# -- the SDK's environment configurator (zero-code set-up) --------------------------------------
+# ``opentelemetry-instrument`` runs a configurator; the SDK's own one builds the providers from
+# the OTEL_* variables in ``opentelemetry.sdk._configuration`` (private). Imported lazily: only
+# the zero-code route needs it.
+
+def sdk_configure(**kwargs: Any) -> None:
+    """Set the SDK up from the environment exactly as its own configurator does."""
+    from opentelemetry.sdk._configuration import _OTelSDKConfigurator
+
+    _OTelSDKConfigurator().configure(**kwargs)  # type: ignore[no-untyped-call]
+
+
+def sdk_initialize_wrapping(wrap: Callable[[SpanProcessor], SpanProcessor],
+                            **kwargs: Any) -> None:
+    """The SDK's ``_initialize_components`` with every exporting span processor it builds
+    (one ``BatchSpanProcessor`` per ``OTEL_TRACES_EXPORTER`` entry) replaced by ``wrap(it)``.
+
+    SDK 1.40+ takes an ``export_span_processor`` factory; older ones always register a
+    ``BatchSpanProcessor`` per exporter, which are swapped on the provider afterwards.
+    """
+    from opentelemetry.sdk._configuration import _initialize_components
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    if "export_span_processor" in inspect.signature(_initialize_components).parameters:
+        inner = kwargs.pop("export_span_processor", None) or BatchSpanProcessor
+
+        def export_span_processor(span_exporter: Any, *args: Any, **options: Any
+                                  ) -> SpanProcessor:
+            return wrap(inner(span_exporter, *args, **options))
+
+        _initialize_components(export_span_processor=export_span_processor, **kwargs)
+        return
+    _initialize_components(**kwargs)  # pragma: no cover - SDK 1.39
+    wrap_export_processors(otel_trace.get_tracer_provider(), wrap)  # pragma: no cover
+
+
+def wrap_export_processors(provider: Any, wrap: Callable[[SpanProcessor], SpanProcessor]
+                           ) -> int:
+    """Replace each ``BatchSpanProcessor`` registered on an SDK TracerProvider by ``wrap(it)``,
+    in place (for SDKs whose configurator cannot be told which processor to use).
+    Returns how many were wrapped."""
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    multi = getattr(provider, "_active_span_processor", None)
+    current = getattr(multi, "_span_processors", None)
+    if multi is None or not isinstance(current, tuple):
+        return 0
+    lock = getattr(multi, "_lock", None)
+    with lock if lock is not None else nullcontext():
+        wrapped = tuple(wrap(p) if isinstance(p, BatchSpanProcessor) else p
+                        for p in multi._span_processors)
+        count = sum(a is not b for a, b in zip(wrapped, multi._span_processors))
+        multi._span_processors = wrapped
+    return count

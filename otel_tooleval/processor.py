@@ -22,10 +22,10 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import __version__
-from ._compat import copy_with, detach, record_from_span, suppress_instrumentation
+from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
 from .assembly import RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
-from .emit import LogEvents, VerdictMetrics, root_attributes, span_events
+from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
 from .model import RunReport
 from .trajectory import run_from
@@ -218,14 +218,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _annotated(self, root: ReadableSpan, report: RunReport) -> ReadableSpan:
         emit = self.config.emit
-        if not (emit.span_events or emit.root_attributes):
-            return root
-        end = root.end_time or time.time_ns()
-        return copy_with(
-            root,
-            root_attributes(report) if emit.root_attributes else {},
-            span_events(report, end) if emit.span_events else [],
-        )
+        return annotated_copy(root, report, events=emit.span_events,
+                              attributes=emit.root_attributes)
 
     def _emit(self, report: RunReport, root: ReadableSpan) -> None:
         if self._logs is not None:

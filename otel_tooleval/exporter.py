@@ -1,0 +1,245 @@
+"""``ToolEvalSpanExporter``: the same grading for set-ups that configure exporters only.
+
+It wraps any ``SpanExporter`` (``OTEL_TRACES_EXPORTER``, declarative configuration,
+``opentelemetry-instrument``). An exporter sees spans only once they have ended, in batches, so
+it grades like the collector's tail sampler (see ``tail.TailGrader``): spans that can be a run's
+root are held until their trace is decided (``decision_wait`` seconds after its local root
+arrived, so children that end just after their root still count, as pending calls); every other
+span goes straight on to the wrapped exporter in the same ``export`` call. The roots reach the
+wrapped exporter later, from the grading thread, as copies that carry the verdicts.
+
+Every span handed to ``export`` reaches the wrapped exporter exactly once. Calls into the
+wrapped exporter are serialised by one lock (the batch processor's thread and the grading
+thread both export), except ``shutdown``, which may interrupt an export that hangs, as the SDK's
+own batch processor does. Nothing raises into the caller.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+
+from . import _exit
+from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
+from .config import ToolEvalConfig, load_config
+from .model import RunReport, SpanRecord
+from .tail import TailGrader
+
+__all__ = ["ToolEvalSpanExporter"]
+
+_log = logging.getLogger(__name__)
+_LOCK_SLICE = 0.1          # seconds between checks of the shutdown deadline while waiting
+UNGRADED: Any = object()   # config sentinel: forward everything as it is (zero-code fallback)
+
+
+class ToolEvalSpanExporter(SpanExporter):
+    """Grades agent runs in the spans it exports and forwards the verdicts with the trace.
+
+    Args:
+        exporter: the exporter that sends the spans on, e.g. ``OTLPSpanExporter()``.
+        config: a ``ToolEvalConfig``, a path, YAML text or a mapping (see ``load_config``);
+            ``None`` reads ``TOOLEVAL_CONFIG``. Errors raise ``ConfigError`` here.
+        meter_provider: where the metrics go (default: the global one, resolved when used).
+        logger_provider: where the log-based events go (default: the global one, likewise).
+        on_report: called on the grading thread with each ``RunReport`` (errors are logged).
+        decision_wait: seconds a trace stays open after its local root arrived, for children
+            that end after their root. ``force_flush`` skips the rest of the wait.
+
+    The SDK's span processors do not pass ``TracerProvider.force_flush()`` on to their
+    exporter: call this exporter's ``force_flush()`` (after the provider's) to have every run
+    whose root has ended graded and exported now.
+    """
+
+    def __init__(self, exporter: SpanExporter, config: Any = None, *,
+                 meter_provider: Any = None, logger_provider: Any = None,
+                 on_report: Callable[[RunReport], None] | None = None,
+                 decision_wait: float = 1.0) -> None:
+        self.exporter = exporter
+        self._reported: set[str] = set()
+        self._shut_down = False
+        self._deadline: float | None = None   # set by shutdown: no wait for the lock outlasts it
+        self._lock = threading.Lock()
+        self._grader: TailGrader[ReadableSpan] | None = None
+        if config is UNGRADED:
+            self.config: ToolEvalConfig = load_config({})
+        else:
+            self.config = load_config(config)
+            self._grader = TailGrader(
+                self.config, forward=self._forward_held, annotate=self._annotate,
+                decision_wait=decision_wait, meter_provider=meter_provider,
+                logger_provider=logger_provider, on_report=on_report,
+                name="otel-tooleval-exporter")
+        shutdown = getattr(exporter, "shutdown", None)
+        try:
+            self._shutdown_takes_timeout = (
+                shutdown is not None
+                and "timeout_millis" in inspect.signature(shutdown).parameters)
+        except (TypeError, ValueError):
+            self._shutdown_takes_timeout = False
+        if hasattr(os, "register_at_fork"):
+            ref = weakref.WeakMethod(self._after_fork_in_child)
+            os.register_at_fork(after_in_child=lambda: (m := ref()) and m())
+        _exit.track(self)
+
+    def _after_fork_in_child(self) -> None:
+        # Another thread may have held the lock at the fork; the grader resets itself.
+        self._lock = threading.Lock()
+
+    @property
+    def grading(self) -> bool:
+        """False when the exporter only forwards (the zero-code fallback on a bad config)."""
+        return self._grader is not None
+
+    # -- SpanExporter ----------------------------------------------------------------------------
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        """Hold the spans that may be run roots; export the rest now. Never raises."""
+        if self._shut_down:
+            return SpanExportResult.FAILURE
+        grader = self._grader
+        if grader is None:
+            now = list(spans)
+        else:
+            try:
+                now = self._accept(grader, spans)
+            except Exception:  # noqa: BLE001 - forward rather than lose them
+                self._report("accepting spans")
+                now = list(spans)
+        if not now:
+            return SpanExportResult.SUCCESS
+        return self._export_wrapped(now)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        """Decide every trace whose root has arrived, forward it, flush the wrapped exporter."""
+        if self._shut_down:
+            return True
+        deadline = time.monotonic() + timeout_millis / 1000
+        try:
+            ok = True
+            if self._grader is not None:
+                ok = self._grader.flush(max(deadline - time.monotonic(), 0.0))
+            if not self._acquire(deadline):
+                return False
+            token = suppress_instrumentation()
+            try:
+                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+                flushed = self.exporter.force_flush(remaining) is not False
+            finally:
+                detach(token)
+                self._lock.release()
+            return ok and flushed
+        except Exception:  # noqa: BLE001
+            self._report("force_flush")
+            return False
+
+    def shutdown(self, timeout_millis: int = 30_000) -> bool:  # type: ignore[override]
+        """Decide every open trace (graded with what arrived), forward, shut the wrapped down.
+
+        Bounded by ``timeout_millis`` even when the wrapped exporter hangs: held spans that
+        cannot be handed to it in time are counted (``reason=shutdown``) and logged.
+        """
+        if self._shut_down:
+            return True
+        self._shut_down = True
+        deadline = time.monotonic() + timeout_millis / 1000
+        self._deadline = deadline
+        ok = True
+        if self._grader is not None:
+            try:
+                ok = self._grader.shutdown(max(deadline - time.monotonic(), 0.0))
+            except Exception:  # noqa: BLE001
+                self._report("shutdown")
+                ok = False
+        # Not under the lock: shutting the wrapped exporter down is what ends a hung export.
+        token = suppress_instrumentation()
+        try:
+            if self._shutdown_takes_timeout:
+                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+                self.exporter.shutdown(timeout_millis=remaining)  # type: ignore[call-arg]
+            else:
+                self.exporter.shutdown()
+        except Exception:  # noqa: BLE001
+            self._report("exporter.shutdown")
+            ok = False
+        finally:
+            detach(token)
+        return ok
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _accept(self, grader: TailGrader[ReadableSpan], spans: Sequence[ReadableSpan]
+                ) -> list[ReadableSpan]:
+        now: list[ReadableSpan] = []
+        items: list[tuple[SpanRecord, ReadableSpan, int]] = []
+        for span in spans:
+            try:
+                items.append((record_from_span(span), span, 0))
+            except Exception:  # noqa: BLE001 - a span we cannot read is forwarded as it is
+                self._report("reading a span")
+                now.append(span)
+        now.extend(grader.accept(items))
+        return now
+
+    def _annotate(self, span: ReadableSpan, record: SpanRecord, report: RunReport
+                  ) -> ReadableSpan:
+        emit = self.config.emit
+        return annotated_copy(span, report, events=emit.span_events,
+                              attributes=emit.root_attributes)
+
+    def _forward_held(self, spans: list[ReadableSpan]) -> None:
+        """The grader's ``forward``: held spans (roots with verdicts) after a decision."""
+        self._export_wrapped(spans)
+
+    def _acquire(self, deadline: float | None = None) -> bool:
+        """Take the lock; give up at ``deadline`` or at the shutdown deadline."""
+        lock = self._lock
+        while not lock.acquire(timeout=_LOCK_SLICE):
+            limit = self._deadline
+            if deadline is not None:
+                limit = deadline if limit is None else min(limit, deadline)
+            if limit is not None and time.monotonic() >= limit:
+                return False
+        return True
+
+    def _export_wrapped(self, spans: list[ReadableSpan]) -> SpanExportResult:
+        if not self._acquire():
+            self._dropped(len(spans))
+            return SpanExportResult.FAILURE
+        token = suppress_instrumentation()
+        try:
+            result = self.exporter.export(spans)
+        except Exception:  # noqa: BLE001
+            self._report("exporter.export")
+            return SpanExportResult.FAILURE
+        finally:
+            detach(token)
+            self._lock.release()
+        return result if isinstance(result, SpanExportResult) else SpanExportResult.SUCCESS
+
+    def _dropped(self, n: int) -> None:
+        """Spans the wrapped exporter could not take before the shutdown deadline."""
+        if self._grader is not None:
+            self._grader._drop_count(n)
+        if "deadline" not in self._reported:
+            self._reported.add("deadline")
+            _log.warning("otel-tooleval: the wrapped exporter was still busy at the shutdown "
+                         "deadline; %d span(s) were not exported", n)
+
+    def _report(self, where: str) -> None:
+        # Log each kind of failure once, with its traceback; never raise into the caller.
+        if where not in self._reported:
+            self._reported.add(where)
+            _log.exception("otel-tooleval: %s failed; continuing without it", where)
+
+    def stats(self) -> dict[str, int]:
+        """Counters for tests and health checks: runs graded, drops by reason, open traces."""
+        return self._grader.stats() if self._grader is not None else {}
