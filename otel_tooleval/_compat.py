@@ -78,29 +78,48 @@ def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any], int | N
         return span.context, span.parent, attributes_of(span), span.end_time
 
 
-_RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time", "_attributes",
-                     "_status", "_instrumentation_scope")
-
-
-_make_record = SpanRecord._make
+# Every field a record needs in one C-level call, down to the attribute dict, the status code
+# and the scope's name (their public properties are Python code, and this runs once per span
+# of every graded run). Any other span class, or one without a status or scope, raises
+# AttributeError and takes the public properties instead.
+_RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time",
+                     "_attributes._dict", "_status._status_code", "_instrumentation_scope._name")
+_ERROR = StatusCode.ERROR
+# SpanRecord._make without its Python-level frame and length check (the tuple is ours).
+_new_record: Callable[[type[SpanRecord], tuple[Any, ...]], SpanRecord] = tuple.__new__
 
 
 def record_from_span(span: ReadableSpan) -> SpanRecord:
     """A SpanRecord of a span; attributes of an ended span are not copied."""
     try:
-        ctx, parent, name, start, end, attrs, status, scope = _RECORD(span)
-        attrs = attrs._dict
+        ctx, parent, name, start, end, attrs, code, scope = _RECORD(span)
     except AttributeError:  # not the SDK's span class: the public properties
-        ctx, parent, name, start, end = (span.context, span.parent, span.name, span.start_time,
-                                         span.end_time)
-        attrs, status, scope = attributes_of(span), span.status, span.instrumentation_scope
+        return _record_from_properties(span)
+    error = None
     if end is None:  # still open: take a snapshot, the application may still set attributes
+        attrs = _snapshot(attrs)
+    elif code is _ERROR:
+        error = error_of(span)
+    if parent is None:
+        parent_id, remote = 0, False
+    else:
+        parent_id, remote = parent[1], parent[2]
+    trace_id, span_id = span_ids(ctx) if ctx else (0, 0)
+    return _new_record(SpanRecord, (trace_id, span_id, parent_id, name, start or 0, end, attrs,
+                                    error, remote, scope))
+
+
+def _record_from_properties(span: ReadableSpan) -> SpanRecord:
+    ctx, parent, name, start, end = (span.context, span.parent, span.name, span.start_time,
+                                     span.end_time)
+    attrs, status, scope = attributes_of(span), span.status, span.instrumentation_scope
+    if end is None:
         attrs = _snapshot(attrs)
     error = None
     if end is not None and status is not None and status.status_code is StatusCode.ERROR:
         error = error_of(span)
     trace_id, span_id = span_ids(ctx) if ctx else (0, 0)
-    return _make_record((
+    return SpanRecord(
         trace_id,
         span_id,
         parent[1] if parent is not None else 0,
@@ -111,7 +130,7 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
         error,
         parent is not None and parent[2],
         scope.name if scope is not None else "",
-    ))
+    )
 
 
 def _snapshot(attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -151,6 +170,9 @@ def copy_with(span: ReadableSpan, attributes: Mapping[str, Any],
     )
 
 
+_PLAIN_TYPES = frozenset({str, bool, int, float, tuple})
+
+
 def _frozen_attributes(values: Mapping[str, Any], dropped: int = 0) -> BoundedAttributes:
     """Immutable SDK attributes around values that are already valid, without re-validating.
 
@@ -159,7 +181,10 @@ def _frozen_attributes(values: Mapping[str, Any], dropped: int = 0) -> BoundedAt
     that is most of the cost of the root-span copy. The original's drop count is kept.
     """
     bounded = BoundedAttributes(immutable=False)
-    bounded._dict = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
+    if _PLAIN_TYPES.issuperset(map(type, values.values())):
+        bounded._dict = dict(values)   # nothing to convert (the verdicts' events): one C copy
+    else:
+        bounded._dict = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
     bounded.dropped = dropped
     bounded._immutable = True
     return bounded

@@ -18,7 +18,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +48,9 @@ __all__ = ["RunJob", "TraceBuffers", "TraceState"]
 _VALUE_KEYS = tuple(dict.fromkeys(k for c in TOOL_CONVENTIONS for k in (*c.arguments, *c.result)))
 _MODEL_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value", "output.value",
                "pydantic_ai.all_messages")
+# Graded runs a trace remembers, newest first, so that their late children are known late; the
+# older are forgotten (a trace whose root never ends would otherwise grow with every run).
+_RUNS_REMEMBERED = 1024
 
 
 class TraceState:
@@ -79,7 +82,8 @@ class TraceState:
         self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
         self.models: list[Any] = []            # ended model-call spans
         self.touched = time.time_ns()          # last tool/model/agent span end, ns (TTL)
-        self.done: set[int] = set()            # run roots whose calls were taken for grading
+        self.done: dict[int, None] = {}        # run roots whose calls were taken for grading
+                                               # (insertion ordered: the oldest forgotten)
         self.dropped_calls = 0                 # calls over max_calls_per_run, not yet reported
         self.tool_calls = 0
         self.bytes = 0
@@ -372,7 +376,7 @@ class TraceBuffers:
                     parents.pop(sid, None)
 
     @staticmethod
-    def _under(state: TraceState, sid: int, roots: set[int]) -> bool:
+    def _under(state: TraceState, sid: int, roots: Container[int]) -> bool:
         parents = state.parents
         pid = parents.get(sid, 0)
         while pid:
@@ -391,7 +395,7 @@ class TraceBuffers:
         state = job.trace
         root_id = job.root.context.span_id
         if job.outermost:
-            state.done.add(root_id)
+            state.done[root_id] = None
         dropped, state.dropped_calls = state.dropped_calls, 0
         below = _descends_from(state.parents, root_id)
 
@@ -401,12 +405,11 @@ class TraceBuffers:
             state.roots_seen == 1 and state.graded <= {root_id})
 
         def collect(items: list[Any]) -> list[SpanRecord]:
-            out = []
-            for item in items:
-                record = item if isinstance(item, SpanRecord) else record_from_span(item)
-                if record.span_id != root_id and (whole_trace or below(record.parent_id)):
-                    out.append(record)
-            return out
+            records = [item if isinstance(item, SpanRecord) else record_from_span(item)
+                       for item in items]
+            if whole_trace:
+                return [r for r in records if r.span_id != root_id]
+            return [r for r in records if r.span_id != root_id and below(r.parent_id)]
 
         tools = collect(list(state.tools))
         for span in list(state.open.copy().values()):
@@ -424,7 +427,8 @@ class TraceBuffers:
         gone = {m.span_id for m in tools}
         gone.update(m.span_id for m in models)
         state = job.trace
-        self._forget_subtree(state, job.root.context.span_id)
+        root_id = job.root.context.span_id
+        self._forget_subtree(state, root_id)
         with self._lock:
             for items in (state.tools, state.models):
                 # In place: the application thread may append while this runs, and appends
@@ -434,6 +438,15 @@ class TraceBuffers:
             # Caps are per run: what this run used is free again (approximate under races).
             state.tool_calls = max(state.tool_calls - len(tools), 0)
             state.bytes = max(state.bytes - sum(_value_bytes(t.attributes) for t in tools), 0)
+            # The run's root (ended) is forgotten too, or a trace whose root never ends would
+            # keep one entry per graded run until max_spans_per_trace, then drop every span.
+            # Its open children point at it directly and it stays in ``done`` while among the
+            # newest runs, so a child that ends late is still known late.
+            state.parents.pop(root_id, None)
+            state.graded.discard(root_id)
+            done = state.done
+            while len(done) > _RUNS_REMEMBERED:
+                del done[next(iter(done))]
 
 
 def _descends_from(parents: Mapping[int, int], root_id: int) -> Callable[[int], bool]:

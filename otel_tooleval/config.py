@@ -26,6 +26,7 @@ from pydantic import (
 )
 
 from .graders import REGISTRY
+from .graders.matching import DEFAULT_GRADING_BUDGET_MS, DEFAULT_MAX_MATCH_CHARS, compile_safe
 from .graders.registry import (
     BuildContext,
     ConfigProblems,
@@ -60,10 +61,7 @@ class ConfigError(ValueError):
 
 
 def _pattern(value: str) -> str:
-    try:
-        re.compile(value)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+    compile_safe(value)   # ValueError: does not compile, or backtracks exponentially
     return value
 
 
@@ -91,7 +89,9 @@ class RunsConfig(BaseModel):
 
 
 class LimitsConfig(BaseModel):
-    """Memory and queue bounds of the live processor. Every drop is counted."""
+    """Memory and queue bounds of the live processor (every drop is counted), and the bounds
+    on grading itself: ``max_match_chars`` and ``grading_budget_ms`` (see
+    ``otel_tooleval.graders.matching``)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -104,6 +104,15 @@ class LimitsConfig(BaseModel):
     tombstone_seconds: float = Field(default=60.0, ge=0)
     queue_size: int = Field(default=1024, ge=1, description="runs waiting to be graded")
     export_timeout_seconds: float = Field(default=30.0, gt=0)
+    max_match_chars: int = Field(
+        default=DEFAULT_MAX_MATCH_CHARS, ge=2,
+        description="argument, result and message text longer than this is regex-searched "
+                    "only in its first and last halves of this length (a single regex match "
+                    "cannot be interrupted: this is what bounds its time)")
+    grading_budget_ms: float = Field(
+        default=DEFAULT_GRADING_BUDGET_MS, ge=0, allow_inf_nan=False,
+        description="CPU time the graders of one run may take; past it the remaining graders "
+                    "give an error result (error.type budget_exceeded). 0: no budget")
 
 
 class EmitConfig(BaseModel):

@@ -115,11 +115,13 @@ def span_kind(attrs: Mapping[str, Any]) -> int:
     kind = 0
     get = attrs.get
     op, oi, tl = get(_OP), get(_OI), get(_TL)
-    if op is not None:
+    # Marker values are strings; a file may hold anything there (an OTLP kvlist is a dict,
+    # which cannot even be looked up), and anything else marks nothing.
+    if op is not None and op.__class__ is str:
         kind = _OP_BITS.get(op, 0)
-    if oi is not None:
+    if oi is not None and oi.__class__ is str:
         kind |= _OI_BITS.get(oi, 0)
-    if tl is not None:
+    if tl is not None and tl.__class__ is str:
         kind |= _TL_BITS.get(tl, 0)
     if (get("gen_ai.tool.name") is not None or get("tool.name") is not None or (
             tl == "tool" and get("traceloop.entity.name") is not None)) and (
@@ -160,15 +162,6 @@ def tool_name_of(attrs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _convention_of(attrs: Mapping[str, Any]) -> ToolConvention | None:
-    for conv in TOOL_CONVENTIONS:
-        if attrs.get(conv.name) is not None and (
-            conv.when is None or attrs.get(conv.when[0]) == conv.when[1]
-        ):
-            return conv
-    return None
-
-
 def tool_call_from(
     record: SpanRecord,
     *,
@@ -178,11 +171,28 @@ def tool_call_from(
     server_keys: Iterable[str] = (),
 ) -> ToolCall | None:
     """Build the ToolCall of a tool span (None if the span is no tool call)."""
+    return _tool_call(record, index, step, pending, tuple(server_keys))
+
+
+def _tool_call(record: SpanRecord, index: int, step: int, pending: bool,
+               server_keys: tuple[str, ...]) -> ToolCall | None:
+    """``tool_call_from`` with positional arguments (``run_from`` calls it once per call).
+
+    Lookups are ``key in attrs`` then ``attrs[key]``: two specialised bytecodes, cheaper than a
+    ``get`` method call when, as here, most keys looked up are absent.
+    """
     attrs = record.attributes
-    conv = _convention_of(attrs)
-    if conv is None or attrs.get(_SYNTHESIZED) is True:
+    for conv in TOOL_CONVENTIONS:
+        key = conv.name
+        if key in attrs and (name := attrs[key]) is not None and (
+                conv.when is None or attrs.get(conv.when[0]) == conv.when[1]):
+            break
+    else:
         return None
-    name = str(attrs[conv.name])
+    if _SYNTHESIZED in attrs and attrs[_SYNTHESIZED] is True:
+        return None
+    if name.__class__ is not str:
+        name = str(name)
     arguments: Any = None
     for key in conv.arguments:
         if key in attrs:
@@ -200,15 +210,15 @@ def tool_call_from(
             result, has_result = error, True
     call_id = None
     for key in conv.call_id:
-        if attrs.get(key) is not None:
-            call_id = str(attrs[key])
+        if key in attrs and (value := attrs[key]) is not None:
+            call_id = str(value)
             break
     if call_id is None and has_result:
-        call_id = _tool_message_call_id(attrs, conv)
+        call_id = _tool_message_call_id(attrs, conv.result)
     server = None
     for key in server_keys:
-        if attrs.get(key):
-            server = str(attrs[key])
+        if key in attrs and (value := attrs[key]):
+            server = str(value)
             break
     # Values stay raw here; ToolCall decodes them on first use.
     return ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
@@ -216,10 +226,12 @@ def tool_call_from(
                     server)
 
 
-def _tool_message_call_id(attrs: Mapping[str, Any], conv: ToolConvention) -> str | None:
+def _tool_message_call_id(attrs: Mapping[str, Any], result_keys: tuple[str, ...]) -> str | None:
     """LangChain keeps the call id only in the ToolMessage it records as the output."""
-    for key in conv.result:
-        raw = attrs.get(key)
+    for key in result_keys:
+        if key not in attrs:
+            continue
+        raw = attrs[key]
         if isinstance(raw, str) and '"tool_call_id"' in raw:
             try:
                 doc = json.loads(raw)

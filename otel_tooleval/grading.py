@@ -5,36 +5,64 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .graders.matching import BudgetExceeded, grading_limits
 from .model import AgentRun, GradeResult, RunReport, SpanRecord
 from .trajectory import build_run, find_runs
 
 if TYPE_CHECKING:
     from .config import ToolEvalConfig
 
-__all__ = ["grade_records", "grade_run", "grade_spans"]
+__all__ = ["BUDGET_EXCEEDED", "grade_records", "grade_run", "grade_spans"]
+
+#: ``error`` of the results of graders that the run's grading budget left no time for.
+BUDGET_EXCEEDED = "budget_exceeded"
 
 
 def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     """Grade one run with every grader that applies; None when the run is not graded at all.
 
-    A grader that raises yields a result labelled ``error``; the others still run.
+    A grader that raises yields a result labelled ``error``; the others still run. The
+    graders of one run share a budget of CPU time (``limits.grading_budget_ms``): a grader
+    running when it is spent stops at its next regex match, and it and every grader after it
+    yield an ``error`` result with ``error`` = ``budget_exceeded``. Regex matches on argument,
+    result and message values see at most ``limits.max_match_chars`` characters of each
+    (``otel_tooleval.graders.matching``); one match already running cannot be interrupted.
     """
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
         return None
+    limits = config.limits
     results: list[GradeResult] = []
-    for entry in config.graders:
-        if not entry.applies_to(run.agent):
-            continue
-        try:
-            result = entry.grader.grade(run)
-        except Exception as exc:  # a grader bug must never cost the other verdicts
-            result = GradeResult.failure(
-                entry.name, entry.type, type(exc).__name__,
-                f"grader {entry.name!r} raised {type(exc).__name__} while grading this run",
-            )
-        results.append(result)
+    with grading_limits(limits.max_match_chars, limits.grading_budget_ms) as clock:
+        for entry in config.graders:
+            if not entry.applies_to(run.agent):
+                continue
+            if clock.exceeded():
+                results.append(_over_budget(entry.name, entry.type, limits.grading_budget_ms,
+                                            started=False))
+                continue
+            try:
+                result = entry.grader.grade(run)
+            except BudgetExceeded:
+                result = _over_budget(entry.name, entry.type, limits.grading_budget_ms,
+                                      started=True)
+            # SystemExit too: a grader calling sys.exit() would otherwise end the grading thread.
+            except (Exception, SystemExit) as exc:  # a grader bug must never cost the others
+                result = GradeResult.failure(
+                    entry.name, entry.type, type(exc).__name__,
+                    f"grader {entry.name!r} raised {type(exc).__name__} while grading this run",
+                )
+            results.append(result)
     return RunReport(run, tuple(results))
+
+
+def _over_budget(name: str, type_: str, budget_ms: float, *, started: bool) -> GradeResult:
+    when = "before it finished" if started else "before it started"
+    return GradeResult.failure(
+        name, type_, BUDGET_EXCEEDED,
+        f"Not graded: this run's grading budget ({budget_ms:g} ms of CPU time, "
+        f"limits.grading_budget_ms) was used up {when}; raise the budget or lower "
+        "limits.max_match_chars, or simplify slow patterns.")
 
 
 def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig) -> list[RunReport]:

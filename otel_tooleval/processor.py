@@ -8,6 +8,7 @@ within the configured limits (every drop is counted in ``tooleval.runs.dropped``
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import queue
@@ -63,7 +64,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._track_start: Callable[[Any], None] = self._buffers.on_start
         self._track_end: Callable[[Any], RunJob | None] = self._buffers.on_end
         self._shutdown = False
-        self._reported: set[str] = set()
+        self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
         self._init_worker_state()
         if hasattr(os, "register_at_fork"):
@@ -174,7 +175,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._current = job
                 try:
                     self._grade_and_forward(job)
-                except Exception:
+                except BaseException:   # even sys.exit() in a callback: the thread must live on
                     self._report("grading")
                     self._forward_root(job, job.root)
                 finally:
@@ -247,8 +248,9 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _report(self, where: str) -> None:
         # Log each kind of failure once, with its traceback; never raise into the app.
-        if where not in self._reported:
-            self._reported.add(where)
+        # setdefault is atomic: of two threads failing at once, only one gets its token back.
+        token = object()
+        if self._reported.setdefault(where, token) is token:
             _log.exception("otel-tooleval: %s failed; continuing without it", where)
 
     # -- flush and shutdown -------------------------------------------------------------------
@@ -266,14 +268,15 @@ class ToolEvalSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000
         try:
             drained = self._drain(deadline)
-            ok = True
-            if self.downstream is not None:
-                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
-                ok = self.downstream.force_flush(remaining) is not False
-            return drained and ok
         except Exception:
             self._report("force_flush")
-            return False
+            drained = False
+        downstream = self.downstream
+        if downstream is None:
+            return drained
+        flushed = self._within(deadline, "downstream.force_flush",
+                               lambda: downstream.force_flush(_millis_left(deadline)))
+        return drained and flushed
 
     def shutdown(self, timeout_millis: int = 30_000) -> bool:  # type: ignore[override]
         """Stop tracking, grade what is queued within one deadline, shut the downstream down.
@@ -290,23 +293,53 @@ class ToolEvalSpanProcessor(SpanProcessor):
         try:
             self._buffers.clear("shutdown")
             ok = self._drain(deadline)
-            if self._worker is not None:
-                self._queue.put(_STOP)   # the worker ends after what is queued before it
             if not ok:
                 self._forward_ungraded()
-            elif self._worker is not None:
-                self._worker.join(max(deadline - time.monotonic(), 0.0))
+            if self._worker is not None:
+                # After _forward_ungraded, which empties the queue: the worker ends once what
+                # it is doing returns, however late that is.
+                self._queue.put(_STOP)
+                if ok:
+                    self._worker.join(max(deadline - time.monotonic(), 0.0))
         except Exception:
             self._report("shutdown")
-        if self.downstream is not None:
-            try:
-                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
-                self.downstream.force_flush(remaining)
-                self.downstream.shutdown()
-            except Exception:
-                self._report("downstream.shutdown")
-                ok = False
+        downstream = self.downstream
+        if downstream is not None:
+            # Shut down even when the flush failed or ran out of time: shutting the exporter
+            # down is what ends an export that hangs.
+            flushed = self._within(deadline, "downstream.force_flush",
+                                   lambda: downstream.force_flush(_millis_left(deadline)))
+            closed = self._within(deadline, "downstream.shutdown", downstream.shutdown)
+            ok = ok and flushed and closed
         return ok
+
+    def _within(self, deadline: float, where: str, call: Callable[[], Any]) -> bool:
+        """Call into the downstream, waiting for it no later than ``deadline``.
+
+        The SDK's ``BatchSpanProcessor`` does not honour deadlines: its ``force_flush`` exports
+        on the caller's thread behind an export that may hang, and its ``shutdown`` waits up to
+        30 s for its thread. The call runs on a helper thread (in the caller's context) and
+        is left to finish in the background past the deadline. False when it raised, returned
+        False, or did not finish in time.
+        """
+        outcome: list[bool] = []
+
+        def run() -> None:
+            try:
+                outcome.append(call() is not False)
+            except Exception:
+                self._report(where)
+                outcome.append(False)
+
+        helper = threading.Thread(target=contextvars.copy_context().run, args=(run,),
+                                  name="otel-tooleval-downstream", daemon=True)
+        try:
+            helper.start()
+        except RuntimeError:   # no new threads at interpreter exit: call it here, unbounded
+            run()
+            return outcome[0]
+        helper.join(max(deadline - time.monotonic(), 0.0))
+        return bool(outcome) and outcome[0]
 
     def _forward_ungraded(self) -> None:
         """Out of time: forward the root being graded and every queued root as they are."""
@@ -327,3 +360,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         out.update(self._buffers.counts)
         out["open_traces"] = len(self._buffers)
         return out
+
+
+def _millis_left(deadline: float) -> int:
+    return max(int((deadline - time.monotonic()) * 1000), 0)

@@ -372,15 +372,16 @@ class TailGrader(Generic[H]):
 
     def _decide_all(self, decisions: list[Decision[H]]) -> None:
         for decision in decisions:
+            # BaseException: not even sys.exit() in user code may end the grading thread.
             try:
                 items = self._decide(decision)
-            except Exception:  # noqa: BLE001 - a bug here must not lose the spans
+            except BaseException:  # noqa: BLE001 - a bug here must not lose the spans
                 self._report("grading")
                 items = [item for _, item in decision.held]
             if items:
                 try:
                     self._forward_items(items)
-                except Exception:  # noqa: BLE001
+                except BaseException:  # noqa: BLE001
                     self._report("forwarding")
 
     def _decide(self, decision: Decision[H]) -> list[H]:

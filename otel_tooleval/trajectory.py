@@ -6,23 +6,24 @@ Pure functions over ``SpanRecord``s. The live processor takes the same decisions
 
 from __future__ import annotations
 
-import bisect
 import re
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from .conventions import (
     MODEL,
     TOOL,
+    _tool_call,
     agent_name_of,
     assistant_text_of,
     final_output_of,
     is_agent_span,
     is_framework_span,
     span_kind,
-    tool_call_from,
     tool_name_of,
 )
 from .model import AgentRun, SpanRecord, ToolCall
@@ -87,6 +88,18 @@ def _sort_key(record: SpanRecord) -> tuple[int, float, int]:
     return (record.start_ns, end, record.span_id)
 
 
+_END = attrgetter("end_ns")
+_START_END_ID = attrgetter("start_ns", "end_ns", "span_id")
+
+
+def _sort_records(records: list[SpanRecord]) -> None:
+    """Sort by ``_sort_key``; with every span ended, by the same fields read in C."""
+    if None in map(_END, records):
+        records.sort(key=_sort_key)
+    else:
+        records.sort(key=_START_END_ID)
+
+
 def build_run(
     root: SpanRecord,
     members: Iterable[SpanRecord],
@@ -125,22 +138,21 @@ def run_from(
     """
     if policy.ignore_tools:
         tools = [t for t in tools if not policy.ignores(tool_name_of(t.attributes) or "")]
-    tools.sort(key=_sort_key)
-    models.sort(key=_sort_key)
+    _sort_records(tools)
+    _sort_records(models)
     if len(tools) > policy.max_calls_per_run:
         dropped_calls += len(tools) - policy.max_calls_per_run
         del tools[policy.max_calls_per_run:]
     model_starts = [m.start_ns for m in models]
     root_end = root.end_ns
-    server_keys = policy.server_attributes
+    server_keys = tuple(policy.server_attributes)
     calls: list[ToolCall] = []
     pending = 0
     for record in tools:
         end = record.end_ns
         is_pending = end is None or (root_end is not None and end > root_end)
-        step = max(bisect.bisect_left(model_starts, record.start_ns) - 1, 0)
-        call = tool_call_from(record, index=len(calls), step=step, pending=is_pending,
-                              server_keys=server_keys)
+        step = bisect_left(model_starts, record.start_ns)   # the turn: models started before
+        call = _tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys)
         if call is None:
             continue
         if call.server is None and call.name.startswith("mcp__"):

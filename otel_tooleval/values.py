@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from typing import Any
 
 __all__ = ["decode_value"]
 
 _DECODER = json.JSONDecoder()
+# The decoder's scanner, called directly: ``raw_decode`` is a Python-level wrapper that only
+# turns the scanner's StopIteration into a ValueError (this runs once per decoded value).
+_SCAN: Callable[[str, int], tuple[Any, int]] = _DECODER.scan_once  # type: ignore[attr-defined]
 _OPENERS = frozenset('{["(')
 
 
@@ -38,12 +42,12 @@ def decode_value(value: Any) -> Any:
         text = text.rstrip()
     parsed: Any
     try:
-        # raw_decode on stripped text: json.loads without its two wrapper calls and two
+        # The scanner on stripped text: json.loads without its three wrapper calls and two
         # whitespace scans (this runs once per decoded argument or result).
-        parsed, end = _DECODER.raw_decode(text)
+        parsed, end = _SCAN(text, 0)
         if end != len(text):
             raise ValueError("trailing data")
-    except (ValueError, RecursionError):
+    except (StopIteration, ValueError, RecursionError):
         if text[0] not in "{[(" or len(text) > 1_000_000:
             return value
         try:
@@ -54,6 +58,9 @@ def decode_value(value: Any) -> Any:
         if not isinstance(parsed, (dict, list, tuple)):
             return value
         parsed = _json_like(parsed)
+    else:
+        if parsed.__class__ is not dict or ("kwargs" not in parsed and "type" not in parsed):
+            return parsed   # the usual case, without the call: no envelope to unwrap
     return _unwrap(parsed)
 
 

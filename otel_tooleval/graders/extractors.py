@@ -30,6 +30,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, ToolCall, text_of
+from .matching import compile_safe, search
 from .registry import ConfigProblems, Problem, problems_from_validation
 
 __all__ = ["EXTRACTORS", "Extraction", "Extractor", "assistant_texts", "build_extractor"]
@@ -209,10 +210,7 @@ class PatternExtractor(Extractor):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        try:
-            re.compile(value)
-        except re.error as exc:
-            raise ValueError(f"invalid regular expression {value!r}: {exc}") from None
+        compile_safe(value)   # ValueError: does not compile, or backtracks exponentially
         return value
 
     @field_validator("group")
@@ -236,7 +234,7 @@ class PatternExtractor(Extractor):
     def extract(self, run: AgentRun) -> Extraction:
         texts = assistant_texts(run)
         for k in range(len(texts) - 1, -1, -1):
-            match = self._compiled.search(texts[k])
+            match = search(self._compiled, texts[k])
             if match is None:
                 continue
             where = f"the pattern's match in assistant text {k + 1} of {len(texts)}"

@@ -22,6 +22,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
+from .matching import compile_safe, search
 from .registry import (
     ConfigProblems,
     GraderFamily,
@@ -37,10 +38,7 @@ TYPE = "tool-calls"
 
 
 def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from None
+    return compile_safe(pattern)
 
 
 class _Match(BaseModel):
@@ -162,7 +160,7 @@ class _Matcher:
         out: list[ToolCall] = []
         groups = 0
         for name, calls in by_name.items():
-            if self.name.search(name):
+            if search(self.name, name):
                 out.extend(calls)
                 groups += 1
         if groups > 1:
@@ -196,15 +194,15 @@ class _Matcher:
             if pattern is None:
                 continue
             value = call.argument(key)
-            if not isinstance(value, str) or not pattern.search(value):
+            if not isinstance(value, str) or not search(pattern, value):
                 return False
         for key, pattern in self.args.items():
             value = call.argument(key)
-            if not isinstance(value, str) or not pattern.search(value):
+            if not isinstance(value, str) or not search(pattern, value):
                 return False
         if self.result is not None:
             text = call.result_text
-            if text is None or not self.result.search(text):
+            if text is None or not search(self.result, text):
                 return False
         return True
 

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr
 from ..model import AgentRun, GradeResult, text_of
 from .custom import CustomGrader, load_reference, registered_grader
 from .extractors import EXTRACTORS, Extraction, Extractor, build_extractor
+from .matching import compile_safe, search, unsafe_reason
 from .registry import (
     ConfigProblems,
     GraderFamily,
@@ -90,7 +91,7 @@ def _contains(text: str, truth: str, pattern: re.Pattern[str] | None,
 def _regex_match(text: str, truth: str, pattern: re.Pattern[str] | None,
                  extractor: Extractor) -> _Verdict:
     assert pattern is not None
-    ok = pattern.search(text) is not None
+    ok = search(pattern, text) is not None
     return _Verdict(ok, "matches the ground-truth pattern{gt}" if ok
                     else "does not match the ground-truth pattern{gt}", {})
 
@@ -237,13 +238,22 @@ class ToolGrader:
             if pattern is None:
                 try:
                     pattern = re.compile(truth.text)
-                except re.error as exc:
-                    where = f" at position {exc.pos}" if exc.pos is not None else ""
+                except (re.error, RecursionError, OverflowError) as exc:
+                    msg = getattr(exc, "msg", None) or type(exc).__name__
+                    pos = getattr(exc, "pos", None)
+                    where = f" at position {pos}" if pos is not None else ""
                     return self._result(0.0, (
                         f"The ground truth from run attribute {self.ground_truth_attribute!r} is "
-                        f"not a valid regular expression ({exc.msg}{where}); fix the run's "
+                        f"not a valid regular expression ({msg}{where}); fix the run's "
                         "value."), {**self._details(Extraction(None, "not extracted"), truth),
                                     "invalid_pattern": True})
+                unsafe = unsafe_reason(truth.text)
+                if unsafe is not None:
+                    return self._result(0.0, (
+                        f"The ground truth from run attribute {self.ground_truth_attribute!r} is "
+                        f"a regular expression that was not run: {unsafe}."),
+                        {**self._details(Extraction(None, "not extracted"), truth),
+                         "invalid_pattern": True, "unsafe_pattern": True})
         extraction = self.extractor.extract(run)
         details = self._details(extraction, truth)
         if extraction.text is None:
@@ -358,10 +368,9 @@ def build_tool_grader(entry: Mapping[str, Any], name: str, include_values: bool,
                                     f"{params.function} takes no ground truth; remove the key"))
         elif params.function == "regex_match":
             try:
-                static_pattern = re.compile(params.ground_truth)
-            except re.error as exc:
-                problems.append(Problem(("ground_truth",),
-                                        f"invalid regular expression: {exc}"))
+                static_pattern = compile_safe(params.ground_truth)
+            except ValueError as exc:
+                problems.append(Problem(("ground_truth",), str(exc)))
     if ("ground_truth_attribute" in params.model_fields_set and builtin is not None
             and not builtin.needs_ground_truth):
         problems.append(Problem(("ground_truth_attribute",),

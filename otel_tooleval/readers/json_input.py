@@ -203,7 +203,11 @@ def _single_document(name: str, lines: list[bytes], input_format: str | None, re
         if isinstance(failure, json.JSONDecodeError):
             raise InputError(f"{where(name, failure.lineno)}: invalid JSON: {failure.msg} "
                              f"(column {failure.colno})")
-        raise InputError(f"{name}: {_reason(failure)}")
+        # Not a position in the document (nested too deeply): name the first bad line.
+        at: int | None = docs[0][0] if docs else None
+        first = docs[0][1] if docs else failure
+        raise InputError(f"{where(name, at)}: "
+                         f"{_reason(first if isinstance(first, BaseException) else failure)}")
     out: list[SpanRecord] = []
     for number, parsed in docs:
         if isinstance(parsed, BaseException):

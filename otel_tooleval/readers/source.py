@@ -124,8 +124,32 @@ def open_input(source: str | Path | BinaryIO) -> OpenedInput:
         head = text[3:]  # a BOM before JSON; protobuf keeps every byte
         text = head.lstrip()
     first = text[0] if text else None
-    kind = "empty" if first is None else "json" if first in b"{[" else "binary"
+    kind = "empty" if first is None else "json" if first in b"{[" or _json_lines_after_all(
+        text) else "binary"
     return OpenedInput(name, pushback(head, stream), kind, first, close)
+
+
+_CONTROL = bytes(c for c in range(32) if c not in b"\t\n\r")
+_DOCUMENT_STARTS = (b'{"resourceSpans"', b'{"data"', b'{"result"')
+
+
+def _json_lines_after_all(head: bytes) -> bool:
+    """Whether input whose first byte is not ``{`` or ``[`` is still meant as JSON: text (a
+    first line that is not JSON, e.g. cut off by a crash or a rotation, should be reported by its
+    line, not make the file protobuf), or a later line of the head that starts like an OTLP/JSON
+    or Jaeger document (after a first line of binary garbage, such as the zeros a crash can
+    leave). Protobuf has tags and lengths below 0x20 in its first bytes and random bytes in
+    every id, so it is neither."""
+    sample = head[:-3] if len(head) >= _HEAD else head   # the head may end mid-character
+    try:
+        sample.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    else:
+        if len(sample.translate(None, _CONTROL)) == len(sample):   # no control characters
+            return True
+    return any(line.lstrip(b" \t\r").startswith(_DOCUMENT_STARTS)
+               for line in head.split(b"\n")[1:])
 
 
 def _read_head(stream: IO[bytes], name: str) -> bytes:

@@ -18,6 +18,7 @@ fresh process so that peak memory is its own, it times:
 Peak memory is ``ru_maxrss`` (tracemalloc would slow a million spans down many times): the
 process's peak after the imports, then after the run; with memory independent of file size the
 growth is the same for 250k and 1M spans. Target (issue 4): >= 50,000 spans/s on one core.
+``main(argv)`` returns the figures as a dict.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -200,7 +201,7 @@ def _in_child(path: Path, stage: str, parser: str) -> dict[str, Any]:
     return result
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--spans", default="250000,1000000",
                         help="comma-separated input sizes in spans")
@@ -213,10 +214,11 @@ def main() -> None:
                              "library's")
     parser.add_argument("--measure", help=argparse.SUPPRESS)
     parser.add_argument("--stage", default="grade", help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.measure:
-        print(json.dumps(measure(Path(args.measure), args.stage, args.json)))
-        return
+        child = measure(Path(args.measure), args.stage, args.json)
+        print(json.dumps(child))
+        return child
     try:
         import orjson  # noqa: F401
         parser_name = "orjson" if args.json == "auto" else "json (stdlib)"
@@ -245,15 +247,24 @@ def main() -> None:
                       f"{r['runs']:>7,} {r['rss_peak_mib']:>7.0f} M {growth:>6.0f} M")
                 if r["spans"] < total or r["problems"]:
                     print(f"  !! read {r['spans']} spans, {r['problems']} problems")
+        out: dict[str, Any] = {"parser": parser_name, "rows": [
+            {"spans_in": total, **r} for total, stage, r in rows]}
         grade = [(total, r) for total, stage, r in rows if stage == "grade"]
+        if grade:
+            out["grade_spans_per_s"] = {total: r["spans_per_s"] for total, r in grade}
+            out["grade_rss_growth_mib"] = {total: r["rss_peak_mib"] - r["rss_before_mib"]
+                                           for total, r in grade}
         if len(grade) >= 2:
             (small, a), (large, b) = grade[0], grade[-1]
             ga = a["rss_peak_mib"] - a["rss_before_mib"]
             gb = b["rss_peak_mib"] - b["rss_before_mib"]
             print(f"\nmemory growth {large:,} vs {small:,} spans: {gb:.0f} MiB vs {ga:.0f} MiB "
                   f"(ratio {gb / ga:.2f} for {large / small:.0f}x the input)")
+            out["memory_growth_ratio"] = gb / ga if ga else float("nan")
+            out["input_ratio"] = large / small
         if args.keep:
             print(f"inputs kept in {folder}")
+        return out
 
 
 if __name__ == "__main__":

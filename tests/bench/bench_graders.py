@@ -2,16 +2,18 @@
 
 A standalone script, not a pytest test::
 
-    python tests/bench/bench_graders.py [--sizes 10,100,1000,10000] [--repeat 7]
+    python tests/bench/bench_graders.py [--sizes 10,100,1000,10000] [--repeat 7] [--lcs 10000]
 
 For each run size it builds agent runs from span records (a coding agent's mix of tools, JSON
 arguments and results, a model turn every five calls), then times each family's grader on a
 fresh run (so argument and result decoding is paid, as it is live) and all families together,
 and prints the median. Building the run from spans is timed on its own line. Last, the order
-family's LCS on two 10,000-call sequences: time and tracemalloc peak.
+family's LCS on two 10,000-call sequences (``--lcs``): time and tracemalloc peak, and the peak
+on sequences twice as long, so that its growth shows whether memory is linear (2x for twice the
+input) or quadratic (4x).
 
 Targets (issue 3): a 1,000-call run through every family under 5 ms in total; the 10k x 10k
-LCS under 0.5 s with memory linear in the input.
+LCS under 0.5 s with memory linear in the input. ``main(argv)`` returns the figures as a dict.
 """
 
 from __future__ import annotations
@@ -107,7 +109,9 @@ def timed(fn: Callable[[], Any], repeat: int) -> float:
     return statistics.median(times)
 
 
-def bench_sizes(sizes: Sequence[int], repeat: int) -> None:
+def bench_sizes(sizes: Sequence[int], repeat: int) -> dict[str, list[float]]:
+    """Prints the table; returns ms per run, per family (and "ALL FAMILIES", "build run"),
+    one value per size."""
     graders = {name: load_config({"graders": [entry]}).graders[0].grader
                for name, entry in FAMILIES.items()}
     header = f"{'family':<22}" + "".join(f"{n:>12,}" for n in sizes)
@@ -139,14 +143,15 @@ def bench_sizes(sizes: Sequence[int], repeat: int) -> None:
     if 1_000 in sizes:
         total = rows["ALL FAMILIES"][list(sizes).index(1_000)] * 1000
         print(f"\n1,000-call run through every family: {total:.2f} ms (target < 5 ms)")
+    return {name: [v * 1000 for v in values] for name, values in rows.items()}
 
 
-def bench_lcs() -> None:
+def _sequences(n: int) -> tuple[list[str], list[str]]:
     rng = random.Random(11)
     names = [f"tool_{i}" for i in range(40)]
-    expected = [rng.choice(names) for _ in range(10_000)]
+    expected = [rng.choice(names) for _ in range(n)]
     actual = list(expected)
-    for _ in range(2_000):   # an edited copy: substitutions, insertions, deletions
+    for _ in range(n // 5):   # an edited copy: substitutions, insertions, deletions
         i = rng.randrange(len(actual))
         op = rng.randrange(3)
         if op == 0:
@@ -155,32 +160,60 @@ def bench_lcs() -> None:
             actual.insert(i, rng.choice(names))
         else:
             del actual[i]
-    for label, fn in (("length", lambda: lcs_length(expected, actual)),
-                      ("with subsequence", lambda: lcs(expected, actual))):
+    return expected, actual
+
+
+def _peak(fn: Callable[[], Any]) -> tuple[Any, int]:
+    tracemalloc.start()
+    try:
+        result = fn()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def bench_lcs(n: int = 10_000) -> dict[str, dict[str, float]]:
+    """The order family's LCS on two n-call sequences; returns ms, peak MiB and the peak's
+    growth from n to 2n calls, for the length alone and with the subsequence."""
+    expected, actual = _sequences(n)
+    double_e, double_a = _sequences(2 * n)
+    out: dict[str, dict[str, float]] = {}
+    for label, fn, double in (
+            ("length", lambda: lcs_length(expected, actual),
+             lambda: lcs_length(double_e, double_a)),
+            ("with subsequence", lambda: lcs(expected, actual), lambda: lcs(double_e, double_a))):
         # Timed without tracemalloc (it slows every allocation several times), then run again
         # under tracemalloc for the peak.
         elapsed = timed(fn, 3)
-        tracemalloc.start()
-        result = fn()
-        _, peak = tracemalloc.get_traced_memory()
-        tracemalloc.stop()
+        result, peak = _peak(fn)
+        _, double_peak = _peak(double)
+        growth = double_peak / peak if peak else float("nan")
         size = result if isinstance(result, int) else len(result)
-        print(f"LCS 10,000 x {len(actual):,} ({label}): |LCS| = {size:,}, "
-              f"{elapsed * 1000:.0f} ms, peak {peak / 2**20:.2f} MiB (target < 500 ms, linear)")
+        print(f"LCS {n:,} x {len(actual):,} ({label}): |LCS| = {size:,}, "
+              f"{elapsed * 1000:.0f} ms, peak {peak / 2**20:.2f} MiB; {2 * n:,} calls: "
+              f"{growth:.2f}x the peak (target < 500 ms; linear: ~2x, quadratic: 4x)")
+        out[label] = {"ms": elapsed * 1000, "peak_mib": peak / 2**20, "memory_growth": growth,
+                      "lcs": size}
+    return out
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
     parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--lcs", type=int, default=10_000,
+                        help="calls per sequence for the LCS (10000; 0 skips it)")
     opts = parser.parse_args(argv)
     sizes = [int(s) for s in opts.sizes.split(",")]
     print(f"python {sys.version.split()[0]}")
-    bench_sizes(sizes, opts.repeat)
-    print()
-    bench_lcs()
-    return 0
+    rows = bench_sizes(sizes, opts.repeat)
+    out: dict[str, Any] = {"sizes": sizes, "ms_per_run": rows}
+    if opts.lcs:
+        print()
+        out["lcs_calls"] = opts.lcs
+        out["lcs"] = bench_lcs(opts.lcs)
+    return out
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

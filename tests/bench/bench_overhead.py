@@ -2,32 +2,42 @@
 
 A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
-    python tests/bench/bench_overhead.py [--calls 50] [--pairs 9] [--runs 200]
+    python tests/bench/bench_overhead.py [--calls 10,50,500] [--pairs 9] [--spans 12000]
+                                         [--runs N] [--root-runs N] [--config PATH] [--no-gc]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
 
 * bare:     ``TracerProvider`` + ``BatchSpanProcessor(DropExporter())``
 * tooleval: ``TracerProvider`` + ``ToolEvalSpanProcessor(config,
-  downstream=BatchSpanProcessor(DropExporter()))`` with a ``tool-calls`` grader.
+  downstream=BatchSpanProcessor(DropExporter()))`` with one grader of every family (``CONFIG``
+  below: the families of ``examples/all_families.yaml``, each configured for this workload's
+  tools, and the default emission: span events, root attributes, log events and metrics), or
+  the grader config given with ``--config``.
 
 The workload is an agent run instrumented with the plain OTel API in GenAI semconv: a root
 ``invoke_agent bench`` span; per turn a ``chat`` span, then ``execute_tool X`` spans carrying
 ``gen_ai.tool.name``, ``gen_ai.tool.call.arguments`` (JSON text) and ``gen_ai.tool.call.result``.
 Attribute values are prepared once so the timed section is the SDK (and processor) cost, not
-``json.dumps``.
+``json.dumps``. Runs of 10, 50 and 500 tool calls (``--calls``) are measured one after the other
+in the same process, against the same two providers.
 
-Measurement: after a warm-up, the two sides alternate in pairs (bare, tooleval, ...); each
-measurement times ``--runs`` agent runs with ``time.perf_counter_ns`` (wall clock) and
-``time.thread_time_ns`` (CPU time of the application thread only). ``force_flush`` is called on
-both providers outside the timed section before every measurement, so the batch queues start
-empty and the grading queue is drained. The batch processors' worker threads run during the
-timed section on both sides alike; the tooleval side also has its grading thread, which competes
-for the GIL: that is part of its cost in wall-clock time but not in application-thread CPU time.
+Measurement, per run size: after a warm-up, the two sides alternate in pairs (bare, tooleval,
+...); each measurement times enough agent runs for about ``--spans`` spans (or ``--runs`` runs)
+with ``time.perf_counter_ns`` (wall clock) and ``time.thread_time_ns`` (CPU time of the
+application thread only). ``force_flush`` is called on both providers outside the timed section
+before every measurement, so the batch queues start empty and the grading queue is drained. The
+batch processors' worker threads run during the timed section on both sides alike; the tooleval
+side also has its grading thread, which competes for the GIL: that is part of its cost in
+wall-clock time but not in application-thread CPU time. The figure is the median of the
+``--pairs`` paired ratios (at least 7). Target: 1.10x.
 
 A second measurement times only ``root.end()`` on the application thread: the run root's end
 with grading on (decision, hand-off to the grading thread) against the same root span ending
-on the bare provider.
+on the bare provider (median per measurement, then the median of the paired ratios). Target:
+2.0x.
+
+``main(argv)`` returns the figures as a dict (``run_all.py`` collects them).
 """
 
 from __future__ import annotations
@@ -50,28 +60,44 @@ from otel_tooleval import ToolEvalSpanProcessor
 
 TARGET = 1.10
 
+# Every grader family, each configured against the workload's tools (examples/all_families.yaml
+# has the same families in the shapes of their original tools, but for other tool names and an
+# agent filter this workload would not pass). Emission as the defaults: span events and root
+# attributes on the copy, log events and metrics to the global (here: no-op) providers.
 CONFIG: dict[str, Any] = {
     "graders": [
-        {
-            "type": "tool-calls",
-            "name": "bench-tool-calls",
-            "config": {
-                "required": [
-                    {"name": r"^read_file$", "args": {"path": r"\.py$"}},
-                    {"name": r"^run_tests$", "min_count": 2},
-                    {"name": r"^(write|edit)_file$", "args": {"path": r"^src/"}},
-                ],
-                "disallowed": [
-                    {"name": r"^delete_"},
-                    {"name": r"^bash$", "args": {"command": r"rm\s+-rf"}},
-                ],
-                "sequence": [
-                    {"name": r"^read_file$"},
-                    {"name": r"^write_file$"},
-                    {"name": r"^run_tests$"},
-                ],
-            },
-        }
+        {"name": "safe", "type": "tool-calls", "config": {
+            "required": [{"name": r"^read_file$", "args": {"path": r"\.py$"}},
+                         {"name": r"^run_tests$", "min_count": 2},
+                         {"name": r"^(write|edit)_file$", "args": {"path": r"^src/"}}],
+            "disallowed": [{"name": r"^delete_"},
+                           {"name": r"^bash$", "args": {"command": r"rm\s+-rf"}}],
+            "sequence": [{"name": r"^read_file$"}, {"name": r"^write_file$"},
+                         {"name": r"^run_tests$"}]}},
+        {"name": "flow", "type": "tool_trajectory", "mode": "in_order", "expected": [
+            {"tool": "read_file", "args": {"path": "src/app/main.py"}},
+            {"tool": "search"}, {"tool": "write_file", "max_duration_ms": 500},
+            {"tool": "run_tests", "max_duration_ms": 500}, {"tool": "bash"}]},
+        {"name": "selection", "type": "equal_function_sets", "classes": [
+            {"name": "read", "members": ["read_file"]},
+            {"name": "search", "members": ["brave.web_search", "search"]},
+            {"name": "write", "members": ["write_file", "edit_file"]},
+            {"name": "test", "members": ["run_tests"]},
+            {"name": "shell", "members": ["bash"]}],
+         "expect": [{"tool_selection.f1": {">=": 50}}]},
+        {"name": "searched", "kind": "tool", "function": "contains",
+         "extractor": "tool_arguments",
+         "extractor_config": {"tool_name": "search", "occurrence": "all"},
+         "ground_truth": "def main"},
+        {"name": "order", "type": "tool-call-order", "strict": False,
+         "tool_calls_order": ["read_file", "search", "write_file", "run_tests"]},
+        {"name": "count", "type": "tool-call-count", "tool_calls_count": {
+            "read_file": [">=", 1], "bash": ["<", 10_000], "delete_file": ["==", 0]}},
+        {"name": "args", "type": "tool-call-args", "subset": True, "tool_calls": [
+            {"name": "read_file", "args": {"path": "src/app/main.py"}},
+            {"name": "bash", "args": {"command": "ls -la src/app"}}]},
+        {"name": "output", "type": "tool-call-output", "tool_outputs": [
+            {"name": "bash", "output": "main.py\n__init__.py\n"}]},
     ],
 }
 
@@ -185,6 +211,7 @@ class Side:
     tracer: trace.Tracer
     exporter: DropExporter
     processor: ToolEvalSpanProcessor | None = None
+    reports: ReportTally | None = None
 
     def flush(self) -> None:
         if not self.provider.force_flush(60_000):
@@ -275,30 +302,30 @@ def measure_root_end(side: Side, workload: Workload, runs: int,
 
 # -- main -------------------------------------------------------------------------------------
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=50, help="tool calls per run (50)")
-    parser.add_argument("--per-turn", type=int, default=5, help="tool calls per turn (5)")
-    parser.add_argument("--pairs", type=int, default=9, help="bare/tooleval pairs (9, >= 7)")
-    parser.add_argument("--runs", type=int, default=200, help="agent runs per measurement (200)")
-    parser.add_argument("--warmup", type=int, default=100, help="warm-up runs per side (100)")
-    parser.add_argument("--root-runs", type=int, default=200,
-                        help="runs per side per pair timing root.end() only (200)")
-    parser.add_argument("--no-gc", action="store_true",
-                        help="disable the cyclic GC in the timed sections")
-    opts = parser.parse_args(argv)
-    if opts.pairs < 7:
-        parser.error("--pairs must be at least 7")
-    if opts.calls < 1 or opts.per_turn < 1 or opts.runs < 1:
-        parser.error("--calls, --per-turn and --runs must be positive")
+TARGET_ROOT_END = 2.0
+med = statistics.median
 
-    workload = Workload(opts.calls, opts.per_turn)
-    bare, tooleval, reports = build_sides(CONFIG)
-    both = (bare, tooleval)
+
+def _per_run(value: int | None, spans: int, workload: Workload, minimum: int) -> int:
+    """Runs per measurement: as given, else enough runs for about ``spans`` spans."""
+    if value is not None:
+        return value
+    return max(minimum, round(spans / workload.spans_per_run))
+
+
+def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Namespace
+               ) -> dict[str, Any]:
+    """The paired measurements of one run size; prints its table, returns its figures."""
+    bare, tooleval = both
+    runs = _per_run(opts.runs, opts.spans, workload, 2)
+    root_runs = _per_run(opts.root_runs, opts.spans // 2, workload, 5)
+    warmup = _per_run(opts.warmup, opts.spans // 2, workload, 3)
+    graded_before = tooleval.processor.stats().get("runs", 0) if tooleval.processor else 0
+    exported_before = bare.exporter.spans, tooleval.exporter.spans
     started = time.perf_counter()
 
     for side in both:  # warm-up: first-call costs, worker threads started, caches filled
-        for _ in range(opts.warmup):
+        for _ in range(warmup):
             run_agent(side.tracer, workload)
             run_agent_timing_root_end(side.tracer, workload)
     for side in both:
@@ -306,8 +333,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if opts.no_gc:
         gc.disable()
 
-    print(f"workload: {opts.calls} tool calls/run, {workload.turns} chat turns, "
-          f"{workload.spans_per_run} spans/run; {opts.runs} runs per measurement; "
+    print(f"workload: {workload.calls} tool calls/run, {workload.turns} chat turns, "
+          f"{workload.spans_per_run} spans/run; {runs} runs per measurement; "
           f"python {sys.version.split()[0]}")
     print()
     header = (f"{'pair':>4}  {'bare us/span':>12}  {'tooleval us/span':>16}  {'ratio':>6}  "
@@ -317,13 +344,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ratios, cpu_ratios, proc_ratios = [], [], []
     bare_us, tool_us, bare_cpu, tool_cpu = [], [], [], []
     for pair in range(1, opts.pairs + 1):
-        b = measure(bare, workload, opts.runs, both)
-        t = measure(tooleval, workload, opts.runs, both)
+        # Alternate which side goes first, so a drift in the machine's load favours neither.
+        if pair % 2:
+            b = measure(bare, workload, runs, both)
+            t = measure(tooleval, workload, runs, both)
+        else:
+            t = measure(tooleval, workload, runs, both)
+            b = measure(bare, workload, runs, both)
         ratio = t.wall_ns / b.wall_ns
         cpu_ratio = t.cpu_ns / b.cpu_ns
+        proc_ratio = t.proc_ns / b.proc_ns
         ratios.append(ratio)
         cpu_ratios.append(cpu_ratio)
-        proc_ratio = t.proc_ns / b.proc_ns
         proc_ratios.append(proc_ratio)
         bare_us.append(b.wall_per_span_us)
         tool_us.append(t.wall_per_span_us)
@@ -333,7 +365,6 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{ratio:>5.2f}x  {b.cpu_per_span_us:>9.2f}  {t.cpu_per_span_us:>12.2f}  "
               f"{cpu_ratio:>8.2f}x  {proc_ratio:>9.2f}x")
     print("-" * len(header))
-    med = statistics.median
     print(f"{'med':>4}  {med(bare_us):>12.2f}  {med(tool_us):>16.2f}  {med(ratios):>5.2f}x  "
           f"{med(bare_cpu):>9.2f}  {med(tool_cpu):>12.2f}  {med(cpu_ratios):>8.2f}x  "
           f"{med(proc_ratios):>9.2f}x")
@@ -343,12 +374,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     # root.end() on the application thread: grading on vs. the same root on the bare SDK
     root_ratios, root_bare, root_tool = [], [], []
-    for _ in range(opts.pairs):
-        b_ns = med(measure_root_end(bare, workload, opts.root_runs, both))
-        t_ns = med(measure_root_end(tooleval, workload, opts.root_runs, both))
-        root_bare.append(b_ns)
-        root_tool.append(t_ns)
-        root_ratios.append(t_ns / b_ns)
+    for pair in range(opts.pairs):
+        order = both if pair % 2 == 0 else (tooleval, bare)
+        got = {side.name: med(measure_root_end(side, workload, root_runs, both))
+               for side in order}
+        root_bare.append(got["bare"])
+        root_tool.append(got["tooleval"])
+        root_ratios.append(got["tooleval"] / got["bare"])
     if opts.no_gc:
         gc.enable()
     for side in both:
@@ -356,25 +388,103 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stats = tooleval.processor.stats() if tooleval.processor else {}
     drops = {k: v for k, v in stats.items() if k.startswith("dropped") and v}
-    expected = (opts.warmup * 2 + opts.pairs * (opts.runs + opts.root_runs))
-    failed = reports.failed
+    expected = warmup * 2 + opts.pairs * (runs + root_runs)
+    graded = stats.get("runs", 0) - graded_before
+    reports = tooleval.reports or ReportTally()
     print()
-    print(f"sanity: {stats.get('runs', 0)}/{expected} runs graded, {failed} failed, "
+    exported = (bare.exporter.spans - exported_before[0],
+                tooleval.exporter.spans - exported_before[1])
+    sent = (warmup * 2 + opts.pairs * (runs + root_runs)) * workload.spans_per_run
+    print(f"sanity: {graded}/{expected} runs graded, {reports.failed} failed so far, "
           f"open traces {stats.get('open_traces', 0)}, drops {drops or 'none'}; "
-          f"exported bare {bare.exporter.spans}, tooleval {tooleval.exporter.spans} spans; "
+          f"exported bare {exported[0]}, tooleval {exported[1]} of {sent} spans; "
           f"{time.perf_counter() - started:.1f}s")
-    if failed:
+    if exported[0] != sent or exported[1] != sent:
+        print("  !! a BatchSpanProcessor dropped spans (its queue was full: its worker thread "
+              "did not get the GIL often enough); that side did less work than it was given")
+    if reports.first_failure:
         print("  first failing check:", reports.first_failure)
     print(f"root end() per run (median of medians): bare {med(root_bare) / 1000:.1f} us, "
           f"tooleval {med(root_tool) / 1000:.1f} us; "
-          f"root end() ratio (median of {opts.pairs} pairs): {med(root_ratios):.2f}x")
-    print(f"overhead ratio (median of {opts.pairs} pairs, {opts.calls} calls/run): "
+          f"root end() ratio (median of {opts.pairs} pairs): {med(root_ratios):.2f}x "
+          f"(target <= {TARGET_ROOT_END:.1f}x)")
+    print(f"overhead ratio (median of {opts.pairs} pairs, {workload.calls} calls/run): "
           f"{med(ratios):.2f}x  (target <= {TARGET:.2f}x; app-thread cpu {med(cpu_ratios):.2f}x)")
+    return {
+        "calls": workload.calls, "spans_per_run": workload.spans_per_run,
+        "runs_per_measurement": runs, "pairs": opts.pairs,
+        "ratio": med(ratios), "ratios": ratios, "cpu_ratio": med(cpu_ratios),
+        "proc_ratio": med(proc_ratios),
+        "bare_us_per_span": med(bare_us), "tooleval_us_per_span": med(tool_us),
+        "bare_cpu_us_per_span": med(bare_cpu), "tooleval_cpu_us_per_span": med(tool_cpu),
+        "root_end_ratio": med(root_ratios), "root_end_bare_us": med(root_bare) / 1000,
+        "root_end_tooleval_us": med(root_tool) / 1000,
+        "runs_graded": graded, "runs_expected": expected, "drops": drops,
+        "spans_sent": sent, "exported_bare": exported[0], "exported_tooleval": exported[1],
+    }
 
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--calls", default="10,50,500",
+                        help="tool calls per run, comma-separated sizes (10,50,500)")
+    parser.add_argument("--per-turn", type=int, default=5, help="tool calls per turn (5)")
+    parser.add_argument("--pairs", type=int, default=9, help="bare/tooleval pairs (9, >= 7)")
+    parser.add_argument("--spans", type=int, default=12_000,
+                        help="spans per measurement, rounded to whole runs (12000)")
+    parser.add_argument("--runs", type=int, default=None,
+                        help="agent runs per measurement, for every size (default: --spans)")
+    parser.add_argument("--warmup", type=int, default=None,
+                        help="warm-up runs per side per size (default: --spans / 2)")
+    parser.add_argument("--root-runs", type=int, default=None,
+                        help="runs per side per pair timing root.end() only "
+                             "(default: --spans / 2)")
+    parser.add_argument("--config", default=None,
+                        help="grader config (path or YAML) instead of the built-in one with "
+                             "every family")
+    parser.add_argument("--no-gc", action="store_true",
+                        help="disable the cyclic GC in the timed sections")
+    opts = parser.parse_args(argv)
+    try:
+        sizes = [int(n) for n in str(opts.calls).split(",")]
+    except ValueError:
+        parser.error("--calls takes comma-separated integers")
+    if opts.pairs < 7:
+        parser.error("--pairs must be at least 7")
+    if min(sizes) < 1 or opts.per_turn < 1 or (opts.runs is not None and opts.runs < 1):
+        parser.error("--calls, --per-turn and --runs must be positive")
+
+    config = opts.config if opts.config is not None else CONFIG
+    bare, tooleval, reports = build_sides(config)
+    tooleval.reports = reports
+    both = (bare, tooleval)
+    graders = tooleval.processor.config.graders if tooleval.processor else ()
+    print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders)}")
+    started = time.perf_counter()
+    results = []
+    for n in sizes:
+        print(f"\n=== runs of {n} tool calls ===")
+        results.append(bench_size(Workload(n, opts.per_turn), both, opts))
     for side in both:
         side.provider.shutdown()
-    return 0
+
+    print(f"\nsummary ({opts.pairs} pairs per size, medians; targets: overhead <= {TARGET:.2f}x, "
+          f"root end() <= {TARGET_ROOT_END:.1f}x)")
+    header = (f"{'calls/run':>9}  {'bare us/span':>12}  {'tooleval us/span':>16}  "
+              f"{'ratio':>6}  {'app cpu':>7}  {'root end bare/tooleval us':>25}  {'root':>6}")
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        root = f"{r['root_end_bare_us']:.1f} / {r['root_end_tooleval_us']:.1f}"
+        print(f"{r['calls']:>9}  {r['bare_us_per_span']:>12.2f}  {r['tooleval_us_per_span']:>16.2f}"
+              f"  {r['ratio']:>5.2f}x  {r['cpu_ratio']:>6.2f}x  {root:>25}  "
+              f"{r['root_end_ratio']:>5.2f}x")
+    print(f"verdicts: {reports.passed} runs passed, {reports.failed} failed; "
+          f"{time.perf_counter() - started:.0f} s")
+    return {"target": TARGET, "root_end_target": TARGET_ROOT_END,
+            "graders": [g.type for g in graders], "sizes": results,
+            "runs_passed": reports.passed, "runs_failed": reports.failed}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -17,7 +17,8 @@ A round sends ``--spans`` spans; it ends when serve has graded every run in them
 the grading. Throughput = spans / (time to the last accepted request), spans / (time to the
 last graded run), and spans / (time until the sink has been sent every span). Serve's resident
 memory (VmRSS) is read after each round, once everything is forwarded: at steady state it must
-not grow from round to round. Target (issue 5): >= 20,000 spans/s.
+not grow from round to round. Target (issue 5): >= 20,000 spans/s. ``main(argv)`` returns the
+figures as a dict.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -148,7 +150,7 @@ class _SinkHandler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", "0")
         self.end_headers()
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         return
 
 
@@ -172,14 +174,14 @@ def _rss_mib(pid: int) -> float:
     return float("nan")
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spans", type=int, default=300_000, help="spans per round")
     parser.add_argument("--batch", type=int, default=512)
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--decision-wait", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     sink_port, http_port = _free_port(), _free_port()
     sink = mp.Process(target=_sink, args=(sink_port,), daemon=True)
@@ -237,7 +239,8 @@ def main() -> None:
             forwarded_at = time.perf_counter() - start
             rss = _rss_mib(serve.pid)
             retries = sum(r for _, r in finished)
-            results.append((spans / accepted_at, spans / graded_at, rss))
+            results.append((spans / accepted_at, spans / graded_at, rss, spans / forwarded_at,
+                            retries))
             print(f"{round_no:>5} {spans:>9,} {runs:>6,} {spans / accepted_at:>11,.0f} "
                   f"{spans / graded_at:>9,.0f} {spans / forwarded_at:>11,.0f} {retries:>7} "
                   f"{rss:>8.0f}")
@@ -249,6 +252,12 @@ def main() -> None:
         print(f"graded throughput: best {best:,.0f} spans/s "
               f"(target >= 20,000: {'met' if best >= 20_000 else 'NOT met'}); RSS after "
               f"each round: {', '.join(f'{r[2]:.0f}' for r in results)} MiB")
+        return {"spans_per_round": args.spans, "rounds": [
+                    {"accepted_per_s": r[0], "graded_per_s": r[1], "rss_mib": r[2],
+                     "forwarded_per_s": r[3], "retries": r[4]} for r in results],
+                "graded_per_s_best": best, "rss_mib": [r[2] for r in results],
+                "forwarded_spans": stats.get("forwarded_spans", 0),
+                "accepted_spans": stats.get("accepted_spans", 0)}
     finally:
         serve.terminate()
         try:

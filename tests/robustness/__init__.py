@@ -1,0 +1,1 @@
+"""Robustness suite: many runs at once, and every fault the front doors must contain."""
