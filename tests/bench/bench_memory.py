@@ -61,9 +61,12 @@ from opentelemetry.sdk._logs.export import (
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_tooleval import ToolEvalSpanProcessor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_overhead import DropExporter
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG_PATH = ROOT / "examples" / "all_families.yaml"
@@ -82,21 +85,6 @@ TOOLS: tuple[tuple[str, dict[str, Any], dict[str, Any], Any], ...] = (
     ("display", {}, {"rows": 3}, {"ok": True}),
     ("report", {}, {"title": "France"}, {"ok": True}),
 )
-
-
-class DropExporter(SpanExporter):
-    def __init__(self) -> None:
-        self.spans = 0
-
-    def export(self, spans: Sequence[Any]) -> SpanExportResult:
-        self.spans += len(spans)
-        return SpanExportResult.SUCCESS
-
-    def shutdown(self) -> None:
-        pass
-
-    def force_flush(self, timeout_millis: int = 30_000) -> bool:
-        return True
 
 
 class DropLogs(LogRecordExporter):
