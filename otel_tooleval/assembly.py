@@ -180,12 +180,13 @@ class TraceBuffers:
             for tid, state in list(self._traces.items()):
                 if state.touched < stale:
                     expired.append(self._traces.pop(tid))
+                    state.closed = True
             for tid, expiry in list(self._tombstones.items()):
                 if expiry > now:
                     break
                 del self._tombstones[tid]
-        for state in expired:
-            self._evicted(state, "ttl")
+            if expired:   # counted with the removal, in one metric update, so a reader of
+                self._drop("ttl", len(expired))   # stats() never sees one without the other
 
     def clear(self, reason: str) -> None:
         """Forget every open trace (shutdown), counting each as dropped."""

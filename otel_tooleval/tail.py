@@ -7,8 +7,8 @@ processor:
 
 - every span of an open trace is kept as a ``SpanRecord`` (spans that can be neither a run nor
   its root keep no attributes);
-- spans that may be a run's root (local roots, agent spans, framework spans) are *held*; every
-  other span is handed back to be forwarded at once;
+- spans that may be a run's root (local roots, agent spans, framework spans with an agent span
+  below them) are *held*; every other span is handed back to be forwarded at once;
 - when a local root of the trace arrives (no parent, or a parent in another process), the trace
   becomes due ``decision_wait`` seconds later, so children that end just after their root
   still count (as pending calls, as in the processor). Another local root arriving before then
@@ -130,21 +130,6 @@ class TailBuffers(Generic[H]):
         if self._by_name:   # agent span names or a root pattern in the config
             return self.policy.is_agent(record.attributes, record.name)
         return bool(kind & AGENT)
-
-    def may_be_root(self, record: SpanRecord) -> bool:
-        """Whether a span can be a run's root at all, whatever else is in its trace.
-
-        Tool and model-call spans are not, unless they are local roots (a tool span with an
-        agent below it, "agent as a tool", can still be cut as a run from the buffered records,
-        but is not held for its verdicts).
-        """
-        if record.is_local_root:
-            return True
-        kind = span_kind(record.attributes)
-        if self._agent(record, kind):
-            return True
-        return (not kind & (TOOL | MODEL) and self.policy.root == "auto"
-                and is_framework_span(record.attributes, record.scope))
 
     def _is_root(self, record: SpanRecord, kind: int, trace: _Trace[H]) -> bool:
         # Spans end (and arrive) after their children, so whether an agent span lies below a

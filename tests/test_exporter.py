@@ -13,10 +13,6 @@ from typing import Any
 import pytest
 from opentelemetry import context as otel_context
 from opentelemetry import trace
-from opentelemetry.sdk._logs import LoggerProvider
-from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
-from opentelemetry.sdk.metrics import MeterProvider
-from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import (
     BatchSpanProcessor,
@@ -28,6 +24,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from otel_tooleval import ConfigError, RunReport, ToolEvalSpanExporter, ToolEvalSpanProcessor
 from otel_tooleval.demo.agent import SCRIPTS, default_config_text, run_scripted_agent
+from tests.support.harness import VerdictSinks
 from tests.support.otlp_receiver import OtlpReceiver
 
 AGENT = {"gen_ai.operation.name": "invoke_agent"}
@@ -39,23 +36,16 @@ CONFIG = {
 }
 
 
-class Setup:
+class Setup(VerdictSinks):
     """TracerProvider → span processor → ToolEvalSpanExporter → wrapped exporter."""
 
     def __init__(self, config: Any = CONFIG, wrapped: SpanExporter | None = None, *,
                  batch: bool = False, decision_wait: float = 0.05, **options: Any) -> None:
+        super().__init__()
         self.memory = InMemorySpanExporter()
         self.wrapped = wrapped if wrapped is not None else self.memory
-        self.logs = InMemoryLogRecordExporter()
-        self.reader = InMemoryMetricReader()
-        self.logger_provider = LoggerProvider()
-        self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
-        self.meter_provider = MeterProvider(metric_readers=[self.reader])
-        self.reports: list[RunReport] = []
-        options.setdefault("on_report", self.reports.append)
         self.exporter = ToolEvalSpanExporter(
-            self.wrapped, config, meter_provider=self.meter_provider,
-            logger_provider=self.logger_provider, decision_wait=decision_wait, **options)
+            self.wrapped, config, decision_wait=decision_wait, **self.front_door_options(options))
         self.processor: SpanProcessor = (BatchSpanProcessor(self.exporter, schedule_delay_millis=50)
                                          if batch else SimpleSpanProcessor(self.exporter))
         self.provider = TracerProvider()

@@ -229,7 +229,6 @@ def test_next_hop_down_fills_the_queue_then_senders_are_told_to_retry(
     spans = demo_spans()
     assert post(server.http_port or 0, body_of(spans))[0] == 200
     assert post(server.http_port or 0, body_of(spans))[0] == 429
-    assert server.stats()["forward_retries"] >= 0
 
 
 def test_malformed_and_oversized_bodies_are_refused_with_a_reason(

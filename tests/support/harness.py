@@ -21,22 +21,34 @@ from otel_tooleval import RunReport, ToolEvalSpanProcessor
 AGENT = {"gen_ai.operation.name": "invoke_agent"}
 
 
-class Harness:
-    """Processor + providers; ``reports`` collects every RunReport in grading order."""
+class VerdictSinks:
+    """In-memory log and metric providers for a front door, and the RunReports it makes."""
 
-    def __init__(self, config: Any, downstream: SpanProcessor | None = None, **options: Any
-                 ) -> None:
-        self.spans = InMemorySpanExporter()
+    def __init__(self) -> None:
         self.logs = InMemoryLogRecordExporter()
         self.reader = InMemoryMetricReader()
         self.logger_provider = LoggerProvider()
         self.logger_provider.add_log_record_processor(SimpleLogRecordProcessor(self.logs))
         self.meter_provider = MeterProvider(metric_readers=[self.reader])
         self.reports: list[RunReport] = []
+
+    def front_door_options(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with these providers and ``on_report`` collecting into ``reports``."""
         options.setdefault("on_report", self.reports.append)
+        return {"meter_provider": self.meter_provider,
+                "logger_provider": self.logger_provider, **options}
+
+
+class Harness(VerdictSinks):
+    """Processor + providers; ``reports`` collects every RunReport in grading order."""
+
+    def __init__(self, config: Any, downstream: SpanProcessor | None = None, **options: Any
+                 ) -> None:
+        super().__init__()
+        self.spans = InMemorySpanExporter()
         self.processor = ToolEvalSpanProcessor(
             config, downstream if downstream is not None else SimpleSpanProcessor(self.spans),
-            meter_provider=self.meter_provider, logger_provider=self.logger_provider, **options)
+            **self.front_door_options(options))
         self.provider = TracerProvider()
         self.provider.add_span_processor(self.processor)
         self.tracer = self.provider.get_tracer("tests")
