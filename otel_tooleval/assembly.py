@@ -41,7 +41,7 @@ from .conventions import (
 from .model import SpanRecord
 from .trajectory import RunPolicy
 
-__all__ = ["RunJob", "TraceBuffers", "TraceState"]
+__all__ = ["EndedRoot", "RunJob", "TraceBuffers", "TraceState"]
 
 # Attributes counted against limits.max_run_bytes: a tool call's arguments and result under
 # every convention, and a model call's messages.
@@ -105,6 +105,13 @@ class RunJob:
     claimed: bool = False         # its root was forwarded (graded or not): never twice
 
 
+# A local root that ended: ``(trace state, span)``. Whether it is a run is decided on the
+# grading thread (``TraceBuffers.decide``), so that the application thread does no more at the
+# root's end than at any other span's: the decision's code is cold by the time a long run ends,
+# and cold code is what made the root's ``end()`` slow (measured: 40 us at 500 calls).
+EndedRoot = tuple["TraceState", Any]
+
+
 class TraceBuffers:
     """All open traces of one processor."""
 
@@ -123,6 +130,8 @@ class TraceBuffers:
         self._max_calls = limits.max_calls_per_run
         self._max_bytes = limits.max_run_bytes
         self._named_agents = bool(policy.agent_span_names) or policy.root_pattern is not None
+        self._tombstone_s = limits.tombstone_seconds
+        self._max_open = limits.max_open_runs
         self.counts: Counter[str] = Counter()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -133,7 +142,9 @@ class TraceBuffers:
             self._on_drop(reason, n)
 
     def __len__(self) -> int:
-        return len(self._traces)
+        """Open traces: those whose last local root has not ended (a closed one waits only for
+        the grading thread to take its root)."""
+        return sum(not state.closed for state in list(self._traces.values()))
 
     def open_traces(self) -> list[TraceState]:
         with self._lock:
@@ -143,14 +154,17 @@ class TraceBuffers:
         released: list[TraceState] = []
         with self._lock:
             state = self._traces.get(trace_id)
-            if state is not None:
-                return state
+            if state is not None and not state.closed:
+                return state   # (a closed one is replaced: its last local root has ended)
             if not local_root and trace_id in self._tombstones:
                 return None   # a late child of a finished trace, not a new run
             self._tombstones.pop(trace_id, None)
-            while len(self._traces) >= self.limits.max_open_runs:
-                oldest = next(iter(self._traces))
-                released.append(self._traces.pop(oldest))
+            while len(self._traces) >= self._max_open:
+                old = self._traces.pop(next(iter(self._traces)))
+                if old.closed:   # its root is queued, not an eviction: closed here instead
+                    self._bury(old.trace_id)
+                else:
+                    released.append(old)
             state = TraceState(trace_id)
             self._traces[trace_id] = state
         for old in released:
@@ -162,14 +176,27 @@ class TraceBuffers:
         self._drop(reason)
 
     def _close(self, state: TraceState) -> None:
+        """Forget a trace whose last local root ended, leaving a tombstone for late spans.
+
+        As that root ends, the application thread only marks the state ``closed`` (from then
+        on a span of it that ends is late, however soon the grading thread gets to the root,
+        and a new local root of the trace id starts a new state); ``decide`` closes it on the
+        grading thread, which keeps the lock and the tombstone out of the root's ``end()``.
+        """
+        tid = state.trace_id
         with self._lock:
-            if self._traces.get(state.trace_id) is state:
-                del self._traces[state.trace_id]
+            if self._traces.get(tid) is state:
+                del self._traces[tid]
             state.closed = True
-            if self.limits.tombstone_seconds > 0:
-                self._tombstones[state.trace_id] = self._clock() + self.limits.tombstone_seconds
-                if len(self._tombstones) > self.limits.max_open_runs:
-                    self._tombstones.pop(next(iter(self._tombstones)))
+            self._bury(tid)
+
+    def _bury(self, tid: int) -> None:
+        """Leave a tombstone for a closed trace (under the lock)."""
+        if self._tombstone_s > 0:
+            tombstones = self._tombstones
+            tombstones[tid] = self._clock() + self._tombstone_s
+            if len(tombstones) > self._max_open:
+                tombstones.pop(next(iter(tombstones)))
 
     def sweep(self) -> None:
         """Evict traces past their TTL and forget expired tombstones (grading thread)."""
@@ -195,8 +222,9 @@ class TraceBuffers:
             self._traces.clear()
             self._tombstones.clear()
         for state in states:
-            state.closed = True
-            self._drop(reason)
+            if not state.closed:   # a closed one's root is queued: counted where it is handled
+                state.closed = True
+                self._drop(reason)
 
     def reset_after_fork(self) -> None:
         self._lock = threading.Lock()
@@ -209,7 +237,7 @@ class TraceBuffers:
         ctx, parent = context_and_parent(span)
         trace_id, sid = span_ids(ctx)
         state = self._traces.get(trace_id)
-        if state is None or parent is None or parent[2]:   # parent[2]: is_remote
+        if state is None or parent is None or parent[2] or state.closed:  # [2]: is_remote
             self._start_root(span, trace_id, sid, parent, state)
             return
         parents = state.parents
@@ -221,8 +249,12 @@ class TraceBuffers:
 
     def _start_root(self, span: Any, trace_id: int, sid: int, parent: Any,
                     state: TraceState | None) -> None:
-        """A local root, or the first span seen of a trace."""
+        """A local root, the first span seen of a trace, or a span of a closed trace."""
         local_root = parent is None or parent.is_remote
+        if state is not None and state.closed:
+            if not local_root:
+                return   # starts after its trace's last local root ended: late, untracked
+            state = None  # a new local root of the trace id: a new state
         if state is None:
             state = self._new_trace(trace_id, local_root)
             if state is None:
@@ -236,27 +268,35 @@ class TraceBuffers:
             state.open_roots += 1
             state.roots_seen += 1
 
-    def on_end(self, span: Any) -> RunJob | None:
-        """Record an ended span; a RunJob when it is a run root to grade (hold it until then)."""
+    def on_end(self, span: Any) -> RunJob | EndedRoot | None:
+        """Record an ended span. A RunJob when it is a run root to grade, an ``EndedRoot`` when
+        it is a local root (``decide`` says whether it is a run); hold the span in both cases."""
         ctx, parent, attrs, end = context_parent_attributes(span)
         trace_id, sid = span_ids(ctx)
         state = self._traces.get(trace_id)
-        if state is None or state.open.pop(sid, None) is None:
-            if state is None and trace_id in self._tombstones and span_kind(attrs) & TOOL:
+        # A closed trace keeps its open spans: still open when the grading thread takes the
+        # run, they are its pending calls, as they were when the root ended.
+        if state is None or state.closed or state.open.pop(sid, None) is None:
+            if (state.closed if state is not None else trace_id in self._tombstones) and (
+                    span_kind(attrs) & TOOL):
                 self.counts["late_spans"] += 1
                 self._drop("late_span")
             return None
         kind = span_kind(attrs)
         if kind or self._named_agents:
             return self._classified(state, span, sid, parent, attrs, kind, end)
-        if parent is None or parent[2]:
-            return self._end_local_root(state, span)
+        if parent is None or parent[2]:   # a local root (inline: see EndedRoot)
+            state.open_roots -= 1
+            if state.open_roots <= 0:
+                state.closed = True   # see _close
+            return state, span
         if state.run_roots and sid in state.run_roots:
             return self._decide(state, span, sid)
         return None
 
     def _classified(self, state: TraceState, span: Any, sid: int, parent: Any,
-                    attrs: Mapping[str, Any], kind: int, end: int | None) -> RunJob | None:
+                    attrs: Mapping[str, Any], kind: int, end: int | None
+                    ) -> RunJob | EndedRoot | None:
         if self._named_agents:
             if self.policy.root_pattern is not None:
                 kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
@@ -283,8 +323,11 @@ class TraceBuffers:
             state.bytes += size
             state.models.append(span if state.bytes <= self._max_bytes
                                 else self._stripped(state, span, attrs, size, _MODEL_KEYS))
-        if parent is None or parent[2]:
-            return self._end_local_root(state, span)
+        if parent is None or parent[2]:   # a local root (inline: see EndedRoot)
+            state.open_roots -= 1
+            if state.open_roots <= 0:
+                state.closed = True   # see _close
+            return state, span
         if kind & AGENT or (state.run_roots and sid in state.run_roots):
             return self._decide(state, span, sid)
         return None
@@ -345,16 +388,16 @@ class TraceBuffers:
             state.graded.add(span.context.span_id)
         return RunJob(state, span, outermost=outermost)
 
-    def _end_local_root(self, state: TraceState, span: Any) -> RunJob | None:
-        state.open_roots -= 1
-        out = None
+    def decide(self, state: TraceState, span: Any) -> RunJob | None:
+        """Whether an ended local root is a run (grading thread, or a full queue's fallback);
+        closes its trace when it was the trace's last open local root."""
+        if state.closed and self._traces.get(state.trace_id) is state:
+            self._close(state)
         if self.policy.local_root_is_run(attributes_of(span), span.name, _scope(span),
                                          had_agent_runs=state.had_runs,
                                          has_tool_calls=state.tool_calls > 0):
-            out = self._run(state, span, outermost=True)
-        if state.open_roots <= 0:
-            self._close(state)
-        return out
+            return self._run(state, span, outermost=True)
+        return None
 
     # -- grading-thread side -----------------------------------------------------------------
 

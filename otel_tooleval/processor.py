@@ -11,11 +11,10 @@ from __future__ import annotations
 import contextvars
 import logging
 import os
-import queue
 import threading
 import time
 import weakref
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -24,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import __version__
 from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
-from .assembly import RunJob, TraceBuffers
+from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
@@ -36,6 +35,7 @@ __all__ = ["ToolEvalSpanProcessor"]
 _log = logging.getLogger(__name__)
 _STOP = object()
 _SWEEP_SECONDS = 1.0
+_POLL_SECONDS = 0.05
 
 
 class ToolEvalSpanProcessor(SpanProcessor):
@@ -62,7 +62,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
         # The hooks call these directly; shutdown swaps them for no-ops.
         self._track_start: Callable[[Any], None] = self._buffers.on_start
-        self._track_end: Callable[[Any], RunJob | None] = self._buffers.on_end
+        self._track_end: Callable[[Any], RunJob | EndedRoot | None] = self._buffers.on_end
         self._shutdown = False
         self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
@@ -74,11 +74,17 @@ class ToolEvalSpanProcessor(SpanProcessor):
     # -- worker lifecycle ----------------------------------------------------------------------
 
     def _init_worker_state(self) -> None:
-        # SimpleQueue: a put is one C call with no Python-level lock or condition, which keeps
-        # the run root's end() cheap. The bound is checked with qsize(); concurrent roots may
-        # overshoot it by at most the number of application threads.
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        # A deque the grading thread polls: handing it a root is one C-level append, with no
+        # lock and no wake-up system call on the application thread (waking a waiting thread
+        # cost more than the rest of the root's end() at 500 calls, measured). The grading
+        # thread polls every _POLL_SECONDS while runs keep coming; idle for a second, it
+        # sleeps until woken (``_sleeping``: the next root sets ``_wake``). The bound is checked
+        # with len(); concurrent roots may overshoot it by the number of application threads.
+        self._queue: deque[Any] = deque()
         self._queue_limit = self.config.limits.queue_size
+        self._wake = threading.Event()
+        self._sleeping = False
+        self._idle_since = 0.0
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
         self._claim_lock = threading.Lock()
@@ -88,6 +94,12 @@ class ToolEvalSpanProcessor(SpanProcessor):
         # The child starts clean: no open runs, no thread; the parent keeps its own.
         self._buffers.reset_after_fork()
         self._init_worker_state()
+
+    def _wake_worker(self) -> None:
+        self._sleeping = False
+        if self._worker is None:
+            self._ensure_worker()
+        self._wake.set()
 
     def _ensure_worker(self) -> None:
         if self._worker is not None:
@@ -123,9 +135,17 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def on_end(self, span: ReadableSpan) -> None:
         try:
-            job = self._track_end(span)
-            if job is not None and self._submit(job):
-                return   # held: the grading thread forwards the root with its verdicts
+            item = self._track_end(span)
+            if item is not None:
+                # _submit's usual case inline (the root's end() is timed against the SDK's)
+                queue_ = self._queue
+                if len(queue_) < self._queue_limit and self._worker is not None:
+                    queue_.append(item)
+                    if self._sleeping:
+                        self._wake_worker()
+                    return   # held: the grading thread forwards the root (with its verdicts)
+                if self._submit(item):
+                    return
         except Exception:
             self._report("on_end")
         downstream = self.downstream
@@ -147,31 +167,56 @@ class ToolEvalSpanProcessor(SpanProcessor):
         except Exception:
             self._report("downstream.on_end")
 
-    def _submit(self, job: RunJob) -> bool:
-        """Queue a run for grading; False (forward the root ungraded) when the queue is full."""
-        if self._queue.qsize() >= self._queue_limit:
+    def _submit(self, item: RunJob | EndedRoot) -> bool:
+        """Queue a run, or an ended local root to decide on, for the grading thread.
+
+        False (forward the root at once) when the queue is full: a local root is then decided
+        here, and counted as dropped only when it is a run.
+        """
+        queue_ = self._queue
+        if len(queue_) < self._queue_limit:
+            queue_.append(item)
+            if self._sleeping or self._worker is None:
+                self._wake_worker()
+            return True
+        job = item if isinstance(item, RunJob) else self._buffers.decide(*item)
+        if job is not None:
             self._buffers.counts["dropped.queue_full"] += 1
             self._count_drop("queue_full", 1)
-            return False
-        if self._worker is None:
-            self._ensure_worker()
-        self._queue.put(job)
-        return True
+        return False
 
     # -- grading thread ----------------------------------------------------------------------
 
+    def _next(self) -> Any:
+        """The next queued item, or None after a wait with nothing queued."""
+        queue_, wake = self._queue, self._wake
+        if queue_:
+            self._idle_since = 0.0
+            return queue_.popleft()
+        now = time.monotonic()
+        if not self._idle_since:
+            self._idle_since = now
+        wake.clear()
+        long_idle = now - self._idle_since >= _SWEEP_SECONDS
+        if long_idle:
+            self._sleeping = True
+        if not queue_:   # after clear(): an item appended since is seen, or sets the event
+            wake.wait(_SWEEP_SECONDS if long_idle else _POLL_SECONDS)
+        self._sleeping = False
+        return queue_.popleft() if queue_ else None
+
     def _work(self) -> None:
         next_sweep = time.monotonic() + _SWEEP_SECONDS
+        self._idle_since = 0.0
         while True:
-            try:
-                job = self._queue.get(timeout=_SWEEP_SECONDS)
-            except queue.Empty:
-                job = None
+            job = self._next()
             if job is _STOP:
                 return
             if isinstance(job, threading.Event):   # a flush marker: all before it is done
                 job.set()
-            elif job is not None:
+            elif job.__class__ is tuple:           # an ended local root: is it a run?
+                job = self._decided(job)
+            if job is not None and job.__class__ is RunJob:
                 self._current = job
                 try:
                     self._grade_and_forward(job)
@@ -183,6 +228,17 @@ class ToolEvalSpanProcessor(SpanProcessor):
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + _SWEEP_SECONDS
                 self._sweep()
+
+    def _decided(self, ended: EndedRoot) -> RunJob | None:
+        """The run of an ended local root; a root that is no run is forwarded as it is."""
+        try:
+            job = self._buffers.decide(*ended)
+        except Exception:
+            self._report("run decision")
+            job = None
+        if job is None:
+            self._forward(ended[1])
+        return job
 
     def _forward_root(self, job: RunJob, span: ReadableSpan) -> bool:
         """Forward a run's root (its copy, or itself ungraded) unless that already happened."""
@@ -258,9 +314,10 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _drain(self, deadline: float) -> bool:
         """Wait until every run queued so far is graded and forwarded, or the deadline."""
         if self._worker is None or not self._worker.is_alive():
-            return self._queue.empty()
+            return not self._queue
         marker = threading.Event()
-        self._queue.put(marker)
+        self._queue.append(marker)
+        self._wake_worker()
         return marker.wait(max(deadline - time.monotonic(), 0.0))
 
     def force_flush(self, timeout_millis: int = 30_000) -> bool:
@@ -298,7 +355,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
             if self._worker is not None:
                 # After _forward_ungraded, which empties the queue: the worker ends once what
                 # it is doing returns, however late that is.
-                self._queue.put(_STOP)
+                self._queue.append(_STOP)
+                self._wake_worker()
                 if ok:
                     self._worker.join(max(deadline - time.monotonic(), 0.0))
         except Exception:
@@ -343,13 +401,15 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _forward_ungraded(self) -> None:
         """Out of time: forward the root being graded and every queued root as they are."""
-        pending = [self._current]
+        pending: list[Any] = [self._current]
         while True:
             try:
-                pending.append(self._queue.get_nowait())
-            except queue.Empty:
+                pending.append(self._queue.popleft())
+            except IndexError:
                 break
         for job in pending:
+            if job.__class__ is tuple:   # an ended local root not decided yet: decide now
+                job = self._decided(job)
             if isinstance(job, RunJob) and self._forward_root(job, job.root):
                 self._buffers.counts["dropped.shutdown"] += 1
                 self._count_drop("shutdown", 1)

