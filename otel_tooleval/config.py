@@ -295,7 +295,7 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
     if not isinstance(source, (str, os.PathLike)):
         return config_from_mapping(source, None)
     path: Path | None = None
-    if isinstance(source, os.PathLike) or "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")) or "\n" not in source and Path(source).is_file():
+    if isinstance(source, os.PathLike) or "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")) or "\n" not in source and _is_file(source):
         path = Path(source)
     if path is not None:
         try:
@@ -320,3 +320,11 @@ def _parse_text(text: str, source: str | None) -> Any:
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None
+
+
+def _is_file(text: str) -> bool:
+    """Whether ``text`` names an existing file; False for text no path can be (too long...)."""
+    try:
+        return Path(text).is_file()
+    except (OSError, ValueError):
+        return False

@@ -90,3 +90,12 @@ def test_unnamed_graders_get_unique_default_names() -> None:
     cfg = load_config({"graders": [{"type": "tool-calls", "config": {"required": ["a"]}},
                                    {"type": "tool-calls", "config": {"required": ["b"]}}]})
     assert [g.name for g in cfg.graders] == ["tool-calls", "tool-calls-2"]
+
+
+def test_text_too_long_for_a_path_is_read_as_config_text() -> None:
+    # found by hypothesis in CI: Path.is_file() raised ENAMETOOLONG instead of saying no
+    import pytest as _pytest
+
+    from otel_tooleval.config import ConfigError, load_config
+    with _pytest.raises(ConfigError, match="mapping"):
+        load_config("(" * 300 + ")" * 300)
