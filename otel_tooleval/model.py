@@ -255,11 +255,15 @@ class RunReport:
         }
 
 
+# json.dumps with these options builds an encoder per call; one shared encoder writes the same.
+_COMPACT_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, default=str)
+
+
 def text_of(value: Any) -> str:
     """A value as text: a string as is, anything else as compact JSON."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=str)
+    return _COMPACT_JSON.encode(value)
 
 
 def _jsonable(value: Any) -> Any:

@@ -16,6 +16,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import otel_tooleval.graders.function_sets  # noqa: F401  (registers the family)
 from otel_tooleval import ConfigError, load_config
 from otel_tooleval.emit.metrics import VerdictMetrics
+from otel_tooleval.graders import function_sets
 from otel_tooleval.graders.function_sets import (
     SelectionScore,
     aggregate_by,
@@ -576,3 +577,17 @@ def test_the_reference_page_examples_load_and_grade() -> None:
     for block in blocks:
         r = grade(block, FIRST_RUN, agent="researcher")
         assert r.passed and r.details["tool_selection_counts"] == {"tp": 2, "fp": 0, "fn": 0}
+
+
+@pytest.mark.parametrize("room", [1024, 1], ids=["remembered", "table full"])
+def test_tools_are_classified_by_server_and_name_across_runs(
+        room: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(function_sets, "_MAX_REMEMBERED_TOOLS", room)
+    grader = load_config(sets([SEARCH, FETCH])).graders[0].grader
+    brave = run_of([on("brave", "web_search"), on("http", "get")])
+    other = run_of([on("bing", "web_search"), on("http", "get"), call("mcp__google__search")])
+    for _ in range(2):
+        assert counts(grader.grade(brave)) == (2, 0, 0)
+        assert counts(grader.grade(other)) == (2, 1, 0)
+        assert grader.grade(other).details["unexpected_tools"] == ["bing.web_search"]
+    assert len(grader._known) == min(room, 4)

@@ -421,3 +421,21 @@ def test_the_flat_example_passes_on_the_run_it_describes() -> None:
     assert [(r.name, r.score, r.passed) for r in report.results] == [
         ("checkout-order", 1.0, True), ("checkout-counts", 1.0, True),
         ("checkout-args", 1.0, True), ("checkout-output", 1.0, True)]
+
+
+def test_arguments_given_as_another_mapping_are_compared_as_objects() -> None:
+    from types import MappingProxyType
+
+    from otel_tooleval.model import AgentRun
+
+    calls = (ToolCall("t", 0, raw_arguments=MappingProxyType({"a": 1, "b": "x"})),
+             ToolCall("t", 1, raw_arguments=("a", 1)))
+    run = AgentRun(1, 1, "agent", calls)
+    for subset, args in ((True, {"a": 1}), (False, {"a": 1, "b": "x"})):
+        config = load_config({"graders": [{"type": "tool-call-args", "subset": subset,
+                                           "tool_calls": [{"name": "t", "args": args}] * 2}]})
+        report = grade_run(run, config)
+        assert report is not None
+        (result,) = report.results
+        assert [e["matching_calls"] for e in result.details["expected"]] == [[0], [0]]
+        assert result.score == 0.5

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from otel_tooleval import ConfigError, load_config
+from otel_tooleval.graders import tool_calls
+from otel_tooleval.graders.matching import grading_limits
 from tests.support.errors import assert_config_error
-from tests.support.runs import call, grade
+from tests.support.runs import call, grade, run_of
 
 
 def cfg(**config: object) -> dict[str, object]:
@@ -305,3 +309,48 @@ def test_every_problem_is_reported_at_once() -> None:
         load_config(cfg(required=[{"name": "x", "min_count": 0}],
                         disallowed=[{"name": "y", "final": True}]))
     assert len(info.value.problems) == 2
+
+
+# -- name matches remembered across runs ---------------------------------------------------------
+
+def _grader(config: dict[str, object]) -> Any:
+    return load_config(config).graders[0].grader
+
+
+def test_name_matches_are_remembered_per_name_across_runs() -> None:
+    grader = _grader(cfg(required=["^create"], disallowed=["delete"],
+                         sequence=["create", "delete"]))
+    good = run_of([call("create_file", {})])
+    bad = run_of([call("create_file", {}), call("delete_file", {})])
+    for _ in range(2):   # the second time every name is known
+        g, b = grader.grade(good), grader.grade(bad)
+        assert (g.passed, g.score) == (False, 2 / 3)     # sequence incomplete
+        assert (b.passed, b.score) == (False, 2 / 3)     # delete_file is disallowed
+        assert [c["calls"] for c in b.details["checks"]] == [[0], [1], [0, 1]]
+    assert set(grader.names) == {"create_file", "delete_file"}
+
+
+def test_a_name_longer_than_max_match_chars_is_searched_cut_whatever_was_remembered() -> None:
+    # Cut to 4 characters, "tool_name_end" is searched as "to" and "nd": "_end$" finds
+    # nothing there, though it matches the whole name.
+    grader = _grader(cfg(required=["_end$"]))
+    run = run_of([call("tool_name_end", {})])
+    assert grader.grade(run).passed                  # remembered under the default limit
+    with grading_limits(4):
+        assert not grader.grade(run).passed
+    assert grader.grade(run).passed
+
+
+def test_names_beyond_the_table_are_searched_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tool_calls, "_MAX_REMEMBERED_NAMES", 1)
+    grader = _grader(cfg(required=["^a"]))
+    for name, passed in [("alpha", True), ("beta", False), ("apex", True), ("beta", False)]:
+        assert grader.grade(run_of([call(name, {})])).passed is passed
+    assert list(grader.names) == ["alpha"]
+
+
+def test_calls_of_several_matching_names_are_in_call_order() -> None:
+    r = grade(cfg(required=[{"name": "_file$", "min_count": 3}], disallowed=["_file$"]), [
+        call("read_file", {}), call("write_file", {}), call("read_file", {})])
+    assert [c["calls"] for c in r.details["checks"]] == [[0, 1, 2], [0, 1, 2]]
+    assert "#0 (read_file), #1 (write_file), #2 (read_file)" in r.explanation

@@ -731,3 +731,17 @@ def test_settled_fast_path_agrees_with_the_pareto_fronts() -> None:
             return (len(m), sum(e.latency(m[e.index])[1] for e in entries if e.index in m))
 
         assert score(fast) == score(full)
+
+
+def test_args_match_on_other_mappings_and_string_types() -> None:
+    from types import MappingProxyType
+
+    class Text(str):
+        pass
+
+    assert args_match({"a": "x"}, MappingProxyType({"a": "x", "b": 1}))
+    assert not args_match({"a": "x"}, MappingProxyType({"a": "y"}))
+    assert args_match(MappingProxyType({"a": 1}), {"a": 1.0})
+    assert args_match({"a": "x"}, {"a": Text("x")}) and args_match(Text("x"), "x")
+    assert not args_match({"a": "true"}, {"a": True}) and not args_match({"a": "1"}, {"a": 1})
+    assert not args_match({"a": "x"}, ["a"]) and not args_match("x", None)

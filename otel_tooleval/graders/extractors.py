@@ -11,7 +11,6 @@ last assistant text), so ``last_assistant`` is always the last of ``all_assistan
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -155,13 +154,12 @@ class ToolArguments(_ToolSelection):
     writes_json = True
 
     def extract(self, run: AgentRun) -> Extraction:
-        calls = [c for c in run.calls if c.name == self.tool_name]
+        calls = list(run.calls_by_name().get(self.tool_name, ()))
         if not calls:
             return self._never_called("arguments")
         picked = self._pick(calls)
         if self.occurrence == "all":
-            text = json.dumps([_arguments(c) for c in picked], separators=(",", ":"),
-                              ensure_ascii=False, default=str)
+            text = text_of([_arguments(c) for c in picked])   # a JSON array, compact
         else:
             text = text_of(_arguments(picked[0]))
         return Extraction(text, self._source("arguments", picked),
@@ -178,7 +176,7 @@ class ToolOutput(_ToolSelection):
     name = "tool_output"
 
     def extract(self, run: AgentRun) -> Extraction:
-        named = [c for c in run.calls if c.name == self.tool_name]
+        named = list(run.calls_by_name().get(self.tool_name, ()))
         if not named:
             return self._never_called("result")
         calls = [c for c in named if not c.pending]

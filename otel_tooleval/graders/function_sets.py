@@ -109,7 +109,9 @@ class Expectation:
     value: int
 
     def holds(self, score: SelectionScore) -> bool:
-        actual = score.percent(self.target)
+        return self._compare(score.percent(self.target))
+
+    def _compare(self, actual: int) -> bool:
         op = self.op
         if op == ">=":
             return actual >= self.value
@@ -127,8 +129,9 @@ class Expectation:
         return f"{self.target} {self.op} {self.value}"
 
     def check(self, score: SelectionScore) -> dict[str, Any]:
+        actual = score.percent(self.target)
         return {"target": self.target, "op": self.op, "value": self.value,
-                "actual": score.percent(self.target), "passed": self.holds(score)}
+                "actual": actual, "passed": self._compare(actual)}
 
 
 DEFAULT_EXPECT = (Expectation("tool_selection.f1", ">=", 50),)
@@ -202,6 +205,10 @@ def _tool_id(call: ToolCall) -> tuple[str, str]:
     return (f"{call.server}.{tool}" if call.server else call.name), tool
 
 
+#: (server, tool name) pairs whose classes a grader remembers at most.
+_MAX_REMEMBERED_TOOLS = 1024
+
+
 class FunctionSetsGrader:
     """Grades a run's tool selection against equal-function sets."""
 
@@ -229,6 +236,7 @@ class FunctionSetsGrader:
                 owners = table.setdefault(member, [])
                 if i not in owners:
                     owners.append(i)
+        self._known: dict[tuple[str | None, str], tuple[str, tuple[int, ...]]] = {}
 
     def _classes_of(self, qualified: str, tool: str, raw_name: str) -> list[int]:
         found = list(self._qualified.get(qualified, ()))
@@ -238,20 +246,27 @@ class FunctionSetsGrader:
                     found.append(i)
         return found
 
+    def _classify(self, call: ToolCall) -> tuple[str, tuple[int, ...]]:
+        """A call's tool id and the classes it satisfies, remembered per (server, name) for
+        every run while the table has room (an agent uses a handful of tools)."""
+        qualified, tool = _tool_id(call)
+        found = qualified, tuple(self._classes_of(qualified, tool, call.name))
+        if len(self._known) < _MAX_REMEMBERED_TOOLS:
+            self._known[(call.server, call.name)] = found
+        return found
+
     def grade(self, run: AgentRun) -> GradeResult:
         n_classes = len(self.class_names)
         first: list[tuple[int, str] | None] = [None] * n_classes
         hits = [0] * n_classes
         unexpected: dict[str, list[int]] = {}
-        cache: dict[tuple[str | None, str], tuple[str, list[int]]] = {}
+        known = self._known
         # Pending calls count: only the choice of tool matters here (SEMANTICS 1).
         for call in run.calls:
-            key = (call.server, call.name)
-            known = cache.get(key)
-            if known is None:
-                qualified, tool = _tool_id(call)
-                known = cache[key] = (qualified, self._classes_of(qualified, tool, call.name))
-            tool_id, owners = known
+            found = known.get((call.server, call.name))
+            if found is None:
+                found = self._classify(call)
+            tool_id, owners = found
             if not owners:
                 unexpected.setdefault(tool_id, []).append(call.index)
                 continue

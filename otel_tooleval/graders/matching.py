@@ -29,11 +29,9 @@ from __future__ import annotations
 import re
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 try:  # Python 3.11+
     from re import _constants as _sre_c  # type: ignore[attr-defined]
@@ -51,6 +49,7 @@ __all__ = [
     "compile_safe",
     "grading_limits",
     "match_text",
+    "max_match_chars",
     "search",
     "unsafe_reason",
 ]
@@ -90,8 +89,7 @@ class GradingClock:
         return self.spent
 
 
-@dataclass(frozen=True, slots=True)
-class _Limits:
+class _Limits(NamedTuple):
     max_chars: int
     clock: GradingClock | None
 
@@ -100,16 +98,29 @@ _DEFAULT_LIMITS = _Limits(DEFAULT_MAX_MATCH_CHARS, None)
 _LIMITS: ContextVar[_Limits | None] = ContextVar("otel_tooleval_match_limits", default=None)
 
 
-@contextmanager
+class _RunLimits:
+    """``grading_limits``: a class rather than ``@contextmanager`` (a generator and its
+    wrapper cost more than the rest of it, once per graded run)."""
+
+    __slots__ = ("budget_ms", "max_chars", "token")
+
+    def __init__(self, max_chars: int, budget_ms: float) -> None:
+        self.max_chars = max_chars
+        self.budget_ms = budget_ms
+
+    def __enter__(self) -> GradingClock:
+        clock = GradingClock(self.budget_ms)
+        self.token = _LIMITS.set(_Limits(self.max_chars, clock))
+        return clock
+
+    def __exit__(self, *exc_info: object) -> None:
+        _LIMITS.reset(self.token)
+
+
 def grading_limits(max_match_chars: int = DEFAULT_MAX_MATCH_CHARS,
-                   budget_ms: float = 0.0) -> Iterator[GradingClock]:
+                   budget_ms: float = 0.0) -> AbstractContextManager[GradingClock]:
     """Matching limits and a fresh budget clock for the graders run inside (one run)."""
-    clock = GradingClock(budget_ms)
-    token = _LIMITS.set(_Limits(max(int(max_match_chars), 2), clock))
-    try:
-        yield clock
-    finally:
-        _LIMITS.reset(token)
+    return _RunLimits(max(int(max_match_chars), 2), budget_ms)
 
 
 def check_budget() -> None:
@@ -138,6 +149,11 @@ def search(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
     head = limit // 2
     # endpos/pos bound the work to the two parts; "^" does not match at pos (re's rule).
     return pattern.search(text, 0, head) or pattern.search(text, n - (limit - head))
+
+
+def max_match_chars() -> int:
+    """The current ``max_match_chars``: ``search`` looks at texts up to this long whole."""
+    return (_LIMITS.get() or _DEFAULT_LIMITS).max_chars
 
 
 def match_text(text: str) -> str:

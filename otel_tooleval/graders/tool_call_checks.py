@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import operator
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -87,7 +86,8 @@ class ToolCallCountGrader:
         self.spec = spec
 
     def grade(self, run: AgentRun) -> GradeResult:
-        counts = Counter(c.name for c in run.calls)
+        # Calls per tool, in order of first call (as a Counter of the names would give).
+        counts = {name: len(calls) for name, calls in run.calls_by_name().items()}
         checks = []
         for tool, (op, n) in self.spec.criteria.tool_calls_count.items():
             actual = counts.get(tool, 0)
@@ -109,7 +109,7 @@ class ToolCallCountGrader:
             more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
             text = f"{held} of {len(checks)} count checks hold: {why}{more}."
         return verdict(self.name, COUNT, self.spec, score, text,
-                       {"checks": checks, "actual_tool_calls": dict(counts)})
+                       {"checks": checks, "actual_tool_calls": counts})
 
 
 # -- pairing --------------------------------------------------------------------------------------
@@ -252,10 +252,13 @@ def _args_match(expected: Mapping[str, Any], call: ToolCall, subset: bool) -> bo
     actual = call.arguments
     if actual is None:
         actual = {}                      # no recorded arguments: called without any
-    if not isinstance(actual, Mapping):
+    if actual.__class__ is not dict and not isinstance(actual, Mapping):
         return False
     if subset:
-        return all(k in actual and same_value(v, actual[k]) for k, v in expected.items())
+        for k, v in expected.items():
+            if k not in actual or not same_value(v, actual[k]):
+                return False
+        return True
     return same_value(expected, actual)
 
 
@@ -272,18 +275,22 @@ class ToolCallArgsGrader:
         seen: dict[str, int] = {}
         self.keys = [seen.setdefault(json.dumps([e.name, e.args], sort_keys=True), len(seen))
                      for e in spec.criteria.tool_calls]
+        self.names = tuple(dict.fromkeys(e.name for e in spec.criteria.tool_calls))
 
     def grade(self, run: AgentRun) -> GradeResult:
         expected = self.spec.criteria.tool_calls
-        by_name = _run_positions(run)
+        groups = run.calls_by_name()
+        # Call positions of the expected tools (the only ones the texts and details name).
+        by_name = {name: [c.index for c in groups[name]] for name in self.names
+                   if name in groups}
         # Entries repeating the same expected call share one candidate list.
         shared: dict[int, list[int]] = {}
         candidates = []
         for e, key in zip(expected, self.keys):
             found = shared.get(key)
             if found is None:
-                found = shared[key] = [j for j in by_name.get(e.name, ())
-                                       if _args_match(e.args, run.calls[j], self.subset)]
+                found = shared[key] = [c.index for c in groups.get(e.name, ())
+                                       if _args_match(e.args, c, self.subset)]
             candidates.append(found)
         paired = max_matching(candidates)
         matched = sum(1 for p in paired if p is not None)
@@ -354,13 +361,25 @@ class ToolCallOutputGrader:
         self.name = name
         self.spec = spec
         self.include_values = include_values
+        self.names = tuple(dict.fromkeys(e.name for e in spec.criteria.tool_outputs))
 
     def grade(self, run: AgentRun) -> GradeResult:
         expected = self.spec.criteria.tool_outputs
-        completed = [c for c in run.calls if not c.pending]
-        by_name = _positions_by_name(completed)
-        wanted = {e.name for e in expected}
-        texts = {c.index: output_text(c) for c in completed if c.name in wanted}
+        groups = run.calls_by_name()
+        # The expected tools' completed calls (positions, output texts) and pending ones.
+        by_name: dict[str, list[int]] = {}
+        texts: dict[int, str | None] = {}
+        pending = 0
+        for name in self.names:
+            positions = []
+            for c in groups.get(name, ()):
+                if c.pending:
+                    pending += 1
+                else:
+                    positions.append(c.index)
+                    texts[c.index] = output_text(c)
+            if positions:
+                by_name[name] = positions
         candidates = [[j for j in by_name.get(e.name, ()) if texts.get(j) == e.output]
                       for e in expected]
         paired = max_matching(candidates)
@@ -374,23 +393,10 @@ class ToolCallOutputGrader:
         text = _pairing_text("outputs", "an equal output",
                              [(e.name, c) for e, c in zip(expected, candidates)], paired,
                              by_name, "has no completed call")
-        pending = sum(1 for c in run.calls if c.pending and c.name in wanted)
         if pending and matched < len(expected):
             text = text[:-1] + f" ({pending} pending call{'s' if pending > 1 else ''} ignored)."
         return verdict(self.name, OUTPUT, self.spec, _score(self.spec, matched, len(expected)),
                        text, {"expected": entries, "matched": matched, "pending_ignored": pending})
-
-
-def _positions_by_name(calls: Sequence[ToolCall]) -> dict[str, list[int]]:
-    out: dict[str, list[int]] = {}
-    for c in calls:
-        out.setdefault(c.name, []).append(c.index)
-    return out
-
-
-def _run_positions(run: AgentRun) -> Mapping[str, list[int]]:
-    """Call positions by tool name, from the run's shared grouping."""
-    return {name: [c.index for c in calls] for name, calls in run.calls_by_name().items()}
 
 
 # -- registration ---------------------------------------------------------------------------------

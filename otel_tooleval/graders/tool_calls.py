@@ -22,7 +22,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .matching import compile_safe, search
+from .matching import compile_safe, max_match_chars, search
 from .registry import (
     ConfigProblems,
     GraderFamily,
@@ -142,7 +142,8 @@ _ROLE_ONLY = {
 class _Matcher:
     """A compiled ToolMatch."""
 
-    __slots__ = ("args", "command", "label", "name", "path", "result", "spec")
+    __slots__ = ("args", "command", "filters", "label", "name", "path", "required_args",
+                 "result", "spec")
 
     def __init__(self, spec: SequenceMatch | DisallowedMatch | ToolMatch) -> None:
         self.spec = spec
@@ -154,23 +155,15 @@ class _Matcher:
         self.result = re.compile(result) if result is not None else None
         filters = [k for k in ("command", "path", "args", "result") if getattr(spec, k, None)]
         self.label = spec.name + (f" (with {', '.join(filters)})" if filters else "")
+        # Arguments that must hold a string (command, path), and every argument filter in the
+        # order they are tried: command, path, then args.
+        self.required_args = tuple((k, p) for k, p in (("command", self.command),
+                                                         ("path", self.path)) if p is not None)
+        self.filters = self.required_args + tuple(self.args.items())
 
-    def candidates(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[ToolCall]:
-        """Calls whose name matches, in call order: one regex search per distinct name."""
-        out: list[ToolCall] = []
-        groups = 0
-        for name, calls in by_name.items():
-            if search(self.name, name):
-                out.extend(calls)
-                groups += 1
-        if groups > 1:
-            out.sort(key=_index)
-        return out
-
-    def hits(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[ToolCall]:
-        """Calls that match every filter, in call order."""
-        candidates = self.candidates(by_name)
-        if self.command is None and self.path is None and not self.args and self.result is None:
+    def hits(self, candidates: list[ToolCall]) -> list[ToolCall]:
+        """The name-matching ``candidates`` that match every filter, in call order."""
+        if not self.filters and self.result is None:
             return candidates
         self.check_arguments(candidates)
         return [c for c in candidates if self.filters_match(c)]
@@ -178,9 +171,7 @@ class _Matcher:
     def check_arguments(self, calls: list[ToolCall]) -> None:
         """SEMANTICS 3: every name-matching call must hold the ``command``/``path`` it filters on
         (whatever its step, order or completion), else the config is wrong for these tools."""
-        for key, pattern in (("command", self.command), ("path", self.path)):
-            if pattern is None:
-                continue
+        for key, _ in self.required_args:
             for call in calls:
                 if not isinstance(call.argument(key), str):
                     raise GradingConfigError(
@@ -190,21 +181,24 @@ class _Matcher:
 
     def filters_match(self, call: ToolCall) -> bool:
         """Argument and result filters (call ``check_arguments`` on the candidates first)."""
-        for key, pattern in (("command", self.command), ("path", self.path)):
-            if pattern is None:
-                continue
-            value = call.argument(key)
-            if not isinstance(value, str) or not search(pattern, value):
-                return False
-        for key, pattern in self.args.items():
-            value = call.argument(key)
-            if not isinstance(value, str) or not search(pattern, value):
-                return False
+        if self.filters:
+            args = call.arguments
+            if args.__class__ is not dict and not isinstance(args, Mapping):
+                return False    # no argument to match (as ``ToolCall.argument`` finds)
+            for key, pattern in self.filters:
+                value = args.get(key)
+                if not isinstance(value, str) or not search(pattern, value):
+                    return False
         if self.result is not None:
             text = call.result_text
             if text is None or not search(self.result, text):
                 return False
         return True
+
+
+#: Tool names whose matchers a grader remembers at most: beyond this, names are searched
+#: every time.
+_MAX_REMEMBERED_NAMES = 1024
 
 
 class ToolCallsGrader:
@@ -218,15 +212,21 @@ class ToolCallsGrader:
         self.required = [(_Matcher(m), m) for m in params.required or ()]
         self.disallowed = [_Matcher(m) for m in params.disallowed or ()]
         self.sequence = [_Matcher(m) for m in params.sequence or ()]
+        self.matchers = (*(m for m, _ in self.required), *self.disallowed, *self.sequence)
+        # Tool name -> positions (in ``matchers``) of the matchers whose name pattern it
+        # matches, shared by every run: an agent uses a handful of tool names, and each
+        # matcher would search each of them in every run.
+        self.names: dict[str, tuple[int, ...]] = {}
 
     def grade(self, run: AgentRun) -> GradeResult:
-        by_name = run.calls_by_name()
+        candidates = iter(self._candidates(run.calls_by_name()))
         try:
-            checks = [self._required(i, m, spec, run, by_name)
+            checks = [self._required(i, m, spec, run, next(candidates))
                       for i, (m, spec) in enumerate(self.required)]
-            checks += [self._disallowed(i, m, by_name) for i, m in enumerate(self.disallowed)]
+            checks += [self._disallowed(i, m, next(candidates))
+                       for i, m in enumerate(self.disallowed)]
             if self.sequence:
-                checks.append(self._sequence(run, by_name))
+                checks.append(self._sequence(run, [next(candidates) for _ in self.sequence]))
         except GradingConfigError as exc:
             return GradeResult.failure(self.name, TYPE, "ConfigurationError", str(exc))
         held = sum(1 for c in checks if c["passed"])
@@ -249,18 +249,36 @@ class ToolCallsGrader:
             details={"checks": checks},
         )
 
-    @staticmethod
-    def _in_steps(call: ToolCall, spec: ToolMatch) -> bool:
-        if spec.at_step is not None and call.step != spec.at_step:
-            return False
-        return spec.before_step is None or call.step < spec.before_step
+    def _candidates(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[list[ToolCall]]:
+        """Per matcher (in ``matchers`` order), the calls whose name it matches, in call order:
+        one regex search per matcher and distinct name, or none for a name seen before."""
+        out: list[list[ToolCall]] = [[] for _ in self.matchers]
+        merged: set[int] = set()
+        known = self.names
+        whole = max_match_chars()   # a longer name is searched cut (see ``search``)
+        for name, calls in by_name.items():
+            matching = known.get(name) if len(name) <= whole else None
+            if matching is None:
+                matching = tuple(k for k, m in enumerate(self.matchers)
+                                 if search(m.name, name) is not None)
+                if len(name) <= whole and len(known) < _MAX_REMEMBERED_NAMES:
+                    known[name] = matching
+            for k in matching:
+                if out[k]:
+                    merged.add(k)
+                out[k].extend(calls)
+        for k in merged:    # calls of several names: back into call order
+            out[k].sort(key=_index)
+        return out
 
     def _required(self, i: int, m: _Matcher, spec: ToolMatch, run: AgentRun,
-                  by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
-        candidates = m.candidates(by_name)
+                  candidates: list[ToolCall]) -> dict[str, Any]:
         m.check_arguments(candidates)
+        at, before = spec.at_step, spec.before_step
+        filtered = bool(m.filters) or m.result is not None
         hits = [c for c in candidates
-                if not c.pending and self._in_steps(c, spec) and m.filters_match(c)]
+                if not c.pending and (at is None or c.step == at)
+                and (before is None or c.step < before) and (not filtered or m.filters_match(c))]
         last = run.calls[-1] if run.calls else None
         if spec.final:
             final_ok = last is not None and any(c is last for c in hits)
@@ -288,19 +306,18 @@ class ToolCallsGrader:
             "message": message,
         }
 
-    def _disallowed(self, i: int, m: _Matcher,
-                    by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
-        hits = m.hits(by_name)
+    def _disallowed(self, i: int, m: _Matcher, candidates: list[ToolCall]) -> dict[str, Any]:
+        hits = m.hits(candidates)
         passed = not hits
         message = (f"disallowed {m.label!r} not called" if passed
                    else f"disallowed {m.label!r} called at {_positions(hits)}")
         return {"check": "disallowed", "index": i, "matcher": m.spec.name, "passed": passed,
                 "calls": [c.index for c in hits], "message": message}
 
-    def _sequence(self, run: AgentRun, by_name: Mapping[str, Sequence[ToolCall]]) -> dict[str, Any]:
+    def _sequence(self, run: AgentRun, candidates: list[list[ToolCall]]) -> dict[str, Any]:
         # Each entry's matching calls, then greedy earliest matching, which is optimal for
         # "is an ordered subsequence".
-        hits = [{c.index for c in m.hits(by_name)} for m in self.sequence]
+        hits = [{c.index for c in m.hits(cands)} for m, cands in zip(self.sequence, candidates)]
         matched: list[int] = []
         pos = 0
         calls = run.calls

@@ -12,6 +12,7 @@ import datetime
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -135,6 +136,16 @@ def args_match(expected: Any, actual: Any) -> bool:
     Every key of an expected object must be present with a matching value (nested objects are
     partial too); lists need equal length and match element by element.
     """
+    cls = expected.__class__   # exact types first: the config's dicts and strings
+    if cls is str:
+        return isinstance(actual, str) and expected == actual
+    if cls is dict:
+        if actual.__class__ is not dict and not isinstance(actual, Mapping):
+            return False
+        for key, value in expected.items():
+            if key not in actual or not args_match(value, actual[key]):
+                return False
+        return True
     if isinstance(expected, Mapping):
         return isinstance(actual, Mapping) and all(
             key in actual and args_match(value, actual[key]) for key, value in expected.items())
@@ -166,8 +177,10 @@ class _Entry:
         return f"entry {self.index} ({self.what})"
 
     def matches(self, call: ToolCall) -> bool:
-        if call.name != self.tool:
-            return False
+        return call.name == self.tool and self.args_hold(call)
+
+    def args_hold(self, call: ToolCall) -> bool:
+        """The arguments part of ``matches``, for a call of this entry's tool."""
         if self.args is None:
             return True
         # A span that recorded no arguments stands for a call with no arguments.
@@ -234,12 +247,21 @@ def _extend(state: _State, entry: int, call: int, neutral: int, hit: int) -> _St
                                for n, lh, path in state[1])
 
 
-def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> dict[int, ToolCall]:
-    """Entry index -> matched call for the best largest in-order matching."""
+def _by_tool(entries: Sequence[_Entry]) -> dict[str, list[_Entry]]:
     by_tool: dict[str, list[_Entry]] = {}
     for e in entries:
         by_tool.setdefault(e.tool, []).append(e)
-    if not any(c.pending for c in calls):
+    return by_tool
+
+
+_PENDING = attrgetter("pending")
+
+
+def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+              by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+    """Entry index -> matched call for the best largest in-order matching (``by_tool``:
+    ``_by_tool(entries)``)."""
+    if not any(map(_PENDING, calls)):
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
 
@@ -250,9 +272,12 @@ def _in_order_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     start: _State = (0, ((0, 0, None),))
     column: list[_State] = [start] * (len(entries) + 1)
     for j, call in enumerate(calls):
-        candidates = [e for e in by_tool.get(call.name, ()) if e.matches(call)]
-        if not candidates:
+        entries_of_tool = by_tool.get(call.name)
+        if entries_of_tool is None:
             continue            # a call no entry matches leaves the column as it was
+        candidates = [e for e in entries_of_tool if e.args_hold(call)]
+        if not candidates:
+            continue
         matching = {e.index: e for e in candidates}
         first = candidates[0].index
         new = column[:first + 1]
@@ -302,27 +327,38 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     # while the raised value exceeds what was there: the rest is left as it was.
     column: list[tuple[int, _Path]] = [(0, None)] * (n + 1)
     for j, call in enumerate(calls):
-        candidates = [e for e in by_tool.get(call.name, ()) if e.matches(call)]
-        if not candidates:
+        entries_of_tool = by_tool.get(call.name)
+        if entries_of_tool is None:
             continue
-        new = column[:]
-        for entry in candidates:            # ascending entry index
+        new = None
+        for entry in entries_of_tool:       # ascending entry index
+            if not entry.args_hold(call):
+                continue
+            if new is None:
+                new = column[:]
             k = entry.index
             diagonal = column[k]            # the previous call's column: one call per entry
-            key = diagonal[0] + scale + entry.latency(call)[1]
+            key = diagonal[0] + scale
+            if entry.limit is not None:     # a latency hit ranks above a miss
+                duration = call.duration_ms
+                key += duration is not None and duration <= entry.limit
             if key > new[k + 1][0]:         # strictly: ties keep the earlier calls
                 new[k + 1] = raised = (key, (k, j, diagonal[1]))
                 i = k + 2
                 while i <= n and new[i][0] < key:
                     new[i] = raised
                     i += 1
-        column = new
+        if new is not None:
+            column = new
     matched: dict[int, ToolCall] = {}
     path = column[-1][1]
     while path is not None:
         entry_index, call_index, path = path
         matched[entry_index] = calls[call_index]
     return matched
+
+
+_TALLIES = {"hit": "hits", "miss": "misses", "neutral": "neutral"}
 
 
 class ToolTrajectoryGrader:
@@ -337,6 +373,7 @@ class ToolTrajectoryGrader:
         self.entries = tuple(
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
+        self.by_tool = _by_tool(self.entries)
 
     def grade(self, run: AgentRun) -> GradeResult:
         if self.params.mode == "any_order":
@@ -384,7 +421,7 @@ class ToolTrajectoryGrader:
             matched = {e.index: calls[e.index] for e in self.entries
                        if e.index < len(calls) and e.matches(calls[e.index])}
         else:
-            matched = _in_order(self.entries, calls)
+            matched = _in_order(self.entries, calls, self.by_tool)
         rows = []
         latency = {"assertions": 0, "hits": 0, "misses": 0, "neutral": 0}
         slow: list[str] = []
@@ -399,16 +436,17 @@ class ToolTrajectoryGrader:
             if e.limit is not None:
                 latency["assertions"] += 1
                 row["max_duration_ms"] = e.limit
-                row["duration_ms"] = None if call is None else call.duration_ms
-                if call is not None and call.duration_ms is None:
+                duration = row["duration_ms"] = None if call is None else call.duration_ms
+                if call is None:
+                    verdict = "miss"
+                elif duration is None:
                     verdict = "neutral"
-                elif call is not None and e.latency(call)[1]:
+                elif duration <= e.limit:
                     verdict = "hit"
                 else:
                     verdict = "miss"
-                    if call is not None:
-                        slow.append(f"{e.label} at call #{call.index}")
-                latency[{"hit": "hits", "miss": "misses", "neutral": "neutral"}[verdict]] += 1
+                    slow.append(f"{e.label} at call #{call.index}")
+                latency[_TALLIES[verdict]] += 1
                 row["latency"] = verdict
             if self.include_values:
                 row["expected_args"] = e.args

@@ -25,6 +25,7 @@ from otel_tooleval.config import ConfigError, ConfiguredGrader, load_config
 from otel_tooleval.graders.matching import (
     DEFAULT_MAX_MATCH_CHARS,
     grading_limits,
+    max_match_chars,
     search,
     unsafe_reason,
 )
@@ -332,3 +333,14 @@ def test_processor_grades_slow_patterns_off_the_application_thread() -> None:
     for event, result in zip(events, first.results):
         assert event.get("error.type") == result.error
 
+
+
+def test_limits_apply_inside_only_and_are_restored_after_an_exception() -> None:
+    assert max_match_chars() == DEFAULT_MAX_MATCH_CHARS
+    with grading_limits(100) as outer:
+        assert max_match_chars() == 100 and not outer.exceeded()
+        with pytest.raises(RuntimeError), grading_limits(10):
+            assert max_match_chars() == 10
+            raise RuntimeError
+        assert max_match_chars() == 100
+    assert max_match_chars() == DEFAULT_MAX_MATCH_CHARS
