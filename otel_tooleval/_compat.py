@@ -20,6 +20,7 @@ from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
+from .emit.span import root_attributes, span_events
 from .model import RunReport, SpanRecord
 
 __all__ = ["annotated_copy", "copy_with", "record_from_span", "sdk_configure",
@@ -236,8 +237,6 @@ def annotated_copy(span: ReadableSpan, report: RunReport, *, events: bool = True
     """
     if not (events or attributes):
         return span
-    from .emit.span import root_attributes, span_events
-
     end = span.end_time or time.time_ns()
     return copy_with(span, root_attributes(report) if attributes else {},
                      span_events(report, end) if events else [])

@@ -26,6 +26,7 @@ included. Three things bound the cost of matching here:
 
 from __future__ import annotations
 
+import functools
 import re
 import sys
 import time
@@ -332,12 +333,15 @@ def _walk(items: Any, flags: int) -> None:
                 _walk(av[2], f)
 
 
+@functools.lru_cache(maxsize=256)
 def unsafe_reason(pattern: str) -> str | None:
     """Why ``pattern`` can take exponential time on texts it does not match, or None.
 
     A conservative check for nested repetition (``(a+)+``, ``(\\w+\\s?)*``, ``(.*,)+``,
     ``(a|aa)+``): a repeated part that can match the same text as one iteration or as several.
-    A pattern that does not compile is not judged here (None).
+    A pattern that does not compile is not judged here (None). The verdicts on the last 256
+    patterns are remembered: a ground truth read from a run is checked for every run, and
+    parsing it costs tens of microseconds.
     """
     try:
         parsed = _sre_parse.parse(pattern)
