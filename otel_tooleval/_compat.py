@@ -17,6 +17,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
 from opentelemetry.attributes import BoundedAttributes
 from opentelemetry.sdk.trace import Event, ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
@@ -63,21 +64,34 @@ def attributes_of(span: ReadableSpan) -> Mapping[str, Any]:
     return value if value is not None else {}
 
 
-# The span hooks run inside the application's span.end(): a property call or the attribute
-# view there costs more than the rest of the hook (measured), so they read the SDK's fields in
-# one C-level call. Spans of another class raise AttributeError, which the hooks contain.
-context_and_parent = attrgetter("_context", "_parent")
-context_parent_attributes = attrgetter("_context", "_parent", "_attributes._dict", "_end_time")
+# The span hooks (hooks.py) read the SDK span's fields ``_context``, ``_parent``,
+# ``_attributes._dict`` and ``_end_time`` themselves: there, a property call or the attribute
+# view costs more than the rest of the hook, and even one C-level attrgetter call costs twice
+# the specialised attribute loads (measured). Spans of another class raise AttributeError,
+# which the hooks contain.
 # SpanContext is a tuple (trace_id, span_id, is_remote, ...); its id properties are Python code.
 span_ids = itemgetter(0, 1)
 
 
-def hot_fields(span: ReadableSpan) -> tuple[Any, Any, Mapping[str, Any], int | None]:
-    """``(context, parent, attributes as a plain dict, end time)``, for any span class."""
-    try:
-        return context_parent_attributes(span)
-    except AttributeError:
-        return span.context, span.parent, attributes_of(span), span.end_time
+# The SDK's processor hooks that do nothing. A wrapper need not forward to them: each call is a
+# Python frame inside the application's span.start() / span.end().
+_NOOP_HOOKS = tuple(
+    vars(cls)[name] for cls in (SpanProcessor, BatchSpanProcessor, SimpleSpanProcessor)
+    for name in ("on_start", "_on_ending") if name in vars(cls))
+
+
+def start_and_ending_hooks(processor: Any) -> tuple[Callable[..., None] | None,
+                                                   Callable[[Any], None] | None]:
+    """A processor's bound ``on_start`` and ``_on_ending``, each None when it has none or when it
+    is one of the SDK's no-ops (``SpanProcessor``'s, ``BatchSpanProcessor``'s ...)."""
+    return _unless_noop(getattr(processor, "on_start", None)), _unless_noop(
+        getattr(processor, "_on_ending", None))
+
+
+def _unless_noop(hook: Any) -> Any:
+    if hook is None or getattr(hook, "__func__", None) in _NOOP_HOOKS:
+        return None
+    return hook
 
 
 # Every field a record needs in one C-level call, down to the attribute dict, the status code

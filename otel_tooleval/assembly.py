@@ -1,8 +1,9 @@
 """Per-trace buffers of the live processor: bounded, thread-safe, with late-span tombstones.
 
-The application thread calls ``on_start`` / ``on_end`` from inside ``span.end()``. They do a
-few dict lookups and an append on the span's trace state; the lock covers only creating,
-evicting and removing trace states (single dict and list operations are atomic under the GIL).
+The application thread fills them from inside ``span.start()`` / ``span.end()``, through the
+processor's hooks (``hooks.py``, which hold this module's hot path inline). They do a few dict
+lookups and an append on the span's trace state; the lock covers only creating, evicting and
+removing trace states (single dict and list operations are atomic under the GIL).
 All decoding, run building and grading happen later, on the grading thread, from a ``RunJob``.
 
 Run roots are decided as spans end (SEMANTICS 1), the same way ``trajectory.find_runs``
@@ -22,22 +23,9 @@ from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ._compat import (
-    attributes_of,
-    context_and_parent,
-    context_parent_attributes,
-    record_from_span,
-    span_ids,
-)
+from ._compat import attributes_of, record_from_span
 from .config import LimitsConfig
-from .conventions import (
-    AGENT,
-    MODEL,
-    TOOL,
-    TOOL_CONVENTIONS,
-    is_framework_span,
-    span_kind,
-)
+from .conventions import AGENT, TOOL, TOOL_CONVENTIONS, is_framework_span, span_kind
 from .model import SpanRecord
 from .trajectory import RunPolicy
 
@@ -125,7 +113,7 @@ class TraceBuffers:
         self._lock = threading.Lock()
         self._traces: dict[int, TraceState] = {}
         self._tombstones: dict[int, float] = {}   # trace id -> expiry (insertion ordered)
-        # Plain attributes: the hot path reads these for every span.
+        # Plain attributes: the hooks read these once, when they are built (hooks.py).
         self._max_spans = limits.max_spans_per_trace
         self._max_calls = limits.max_calls_per_run
         self._max_bytes = limits.max_run_bytes
@@ -227,25 +215,13 @@ class TraceBuffers:
                 self._drop(reason)
 
     def reset_after_fork(self) -> None:
+        """Start empty in a forked child (the hooks hold ``_traces``: rebuild them after)."""
         self._lock = threading.Lock()
         self._traces = {}
         self._tombstones = {}
 
-    # -- hot path ----------------------------------------------------------------------------
-
-    def on_start(self, span: Any) -> None:
-        ctx, parent = context_and_parent(span)
-        trace_id, sid = span_ids(ctx)
-        state = self._traces.get(trace_id)
-        if state is None or parent is None or parent[2] or state.closed:  # [2]: is_remote
-            self._start_root(span, trace_id, sid, parent, state)
-            return
-        parents = state.parents
-        if len(parents) < self._max_spans:
-            parents[sid] = parent[1]
-            state.open[sid] = span
-        else:
-            self._drop("max_spans_per_trace")
+    # -- slow paths of the application-thread hooks (hooks.py) --------------------------------
+    # The hooks track the usual span inline; what is rare, they hand to these.
 
     def _start_root(self, span: Any, trace_id: int, sid: int, parent: Any,
                     state: TraceState | None) -> None:
@@ -268,76 +244,32 @@ class TraceBuffers:
             state.open_roots += 1
             state.roots_seen += 1
 
-    def on_end(self, span: Any) -> RunJob | EndedRoot | None:
-        """Record an ended span. A RunJob when it is a run root to grade, an ``EndedRoot`` when
-        it is a local root (``decide`` says whether it is a run); hold the span in both cases."""
-        ctx, parent, attrs, end = context_parent_attributes(span)
-        trace_id, sid = span_ids(ctx)
-        state = self._traces.get(trace_id)
-        # A closed trace keeps its open spans: still open when the grading thread takes the
-        # run, they are its pending calls, as they were when the root ended.
-        if state is None or state.closed or state.open.pop(sid, None) is None:
-            if (state.closed if state is not None else trace_id in self._tombstones) and (
-                    span_kind(attrs) & TOOL):
-                self.counts["late_spans"] += 1
-                self._drop("late_span")
-            return None
-        kind = span_kind(attrs)
-        if kind or self._named_agents:
-            return self._classified(state, span, sid, parent, attrs, kind, end)
-        if parent is None or parent[2]:   # a local root (inline: see EndedRoot)
-            state.open_roots -= 1
-            if state.open_roots <= 0:
-                state.closed = True   # see _close
-            return state, span
-        if state.run_roots and sid in state.run_roots:
-            return self._decide(state, span, sid)
-        return None
+    def _end_untracked(self, state: TraceState | None, trace_id: int,
+                       attrs: Mapping[str, Any]) -> None:
+        """A span that ends untracked: counted when it is a tool call of a finished trace."""
+        if (state.closed if state is not None else trace_id in self._tombstones) and (
+                span_kind(attrs) & TOOL):
+            self._late_span()
 
-    def _classified(self, state: TraceState, span: Any, sid: int, parent: Any,
-                    attrs: Mapping[str, Any], kind: int, end: int | None
-                    ) -> RunJob | EndedRoot | None:
-        if self._named_agents:
-            if self.policy.root_pattern is not None:
-                kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
-            if self.policy.is_agent(attrs, span.name):
-                kind |= AGENT
-        if end:
-            state.touched = end
-        if kind & TOOL:
-            if state.done and self._under(state, sid, state.done):
-                # Its run was already taken for grading: late, counted, passed through.
-                self.counts["late_spans"] += 1
-                self._drop("late_span")
-            elif state.tool_calls >= self._max_calls:
-                state.dropped_calls += 1
-                self._drop("max_calls_per_run")
-            else:
-                state.tool_calls += 1
-                size = _value_bytes(attrs)
-                state.bytes += size
-                state.tools.append(span if state.bytes <= self._max_bytes
-                                   else self._stripped(state, span, attrs, size))
-        elif kind & MODEL:
-            size = _value_bytes(attrs)
-            state.bytes += size
-            state.models.append(span if state.bytes <= self._max_bytes
-                                else self._stripped(state, span, attrs, size, _MODEL_KEYS))
-        if parent is None or parent[2]:   # a local root (inline: see EndedRoot)
-            state.open_roots -= 1
-            if state.open_roots <= 0:
-                state.closed = True   # see _close
-            return state, span
-        if kind & AGENT or (state.run_roots and sid in state.run_roots):
-            return self._decide(state, span, sid)
-        return None
+    def _late_span(self) -> None:
+        self.counts["late_spans"] += 1
+        self._drop("late_span")
+
+    def _named_kind(self, attrs: Mapping[str, Any], span: Any, kind: int) -> int:
+        """The kind of a span under named agents (``agent_span_names`` or ``root_pattern``)."""
+        if self.policy.root_pattern is not None:
+            kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
+        if self.policy.is_agent(attrs, span.name):
+            kind |= AGENT
+        return kind
 
     def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any], size: int,
-                  keys: tuple[str, ...] = ()) -> SpanRecord:
-        """Over the run's byte budget: keep the span, drop its argument/result/message values."""
+                  kind: int) -> SpanRecord:
+        """Over the run's byte budget: keep the span, drop its argument/result/message values
+        (a tool call's arguments and result, a model call's messages)."""
         state.bytes -= size
         self._drop("max_run_bytes")
-        drop = set(keys or _VALUE_KEYS)
+        drop = set(_VALUE_KEYS if kind & TOOL else _MODEL_KEYS)
         return record_from_span(span)._replace(
             attributes={k: v for k, v in attrs.items() if k not in drop})
 
@@ -511,7 +443,8 @@ def _descends_from(parents: Mapping[int, int], root_id: int) -> Callable[[int], 
 
 
 def _value_bytes(attrs: Mapping[str, Any]) -> int:
-    """Characters of a span's string attribute values: what the run byte cap counts."""
+    """Characters of a span's string attribute values: what the run byte cap counts (the
+    hooks count them inline, the same way)."""
     size = 0
     for value in attrs.values():
         if value.__class__ is str:

@@ -27,6 +27,7 @@ from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
+from .hooks import forwarding_hooks, span_hooks
 from .model import RunReport
 from .trajectory import run_from
 
@@ -44,7 +45,9 @@ class ToolEvalSpanProcessor(SpanProcessor):
     Args:
         config: a ``ToolEvalConfig``, a path, YAML text or a mapping (see ``load_config``).
         downstream: the processor that exports, e.g. ``BatchSpanProcessor(OTLPSpanExporter())``.
-            Every hook is forwarded to it; the roots of graded runs reach it as copies.
+            Every hook is forwarded to it; the roots of graded runs reach it as copies. Its
+            ``on_start`` and ``_on_ending`` are looked up when it is set (not called at all when
+            they are the SDK's no-ops).
         meter_provider: where the metrics go (default: the global one).
         logger_provider: where the log-based events go (default: the global one).
         on_report: called on the grading thread with each ``RunReport`` (errors are logged).
@@ -54,16 +57,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
                  meter_provider: Any = None, logger_provider: Any = None,
                  on_report: Callable[[RunReport], None] | None = None) -> None:
         self.config: ToolEvalConfig = load_config(config)
-        self.downstream = downstream
+        self._downstream = downstream
         self._on_report = on_report
         emit = self.config.emit
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
-        # The hooks call these directly; shutdown swaps them for no-ops.
-        self._track_start: Callable[[Any], None] = self._buffers.on_start
-        self._track_end: Callable[[Any], RunJob | EndedRoot | None] = self._buffers.on_end
         self._shutdown = False
+        self._install_hooks()
         self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
         self._init_worker_state()
@@ -93,6 +94,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _after_fork_in_child(self) -> None:
         # The child starts clean: no open runs, no thread; the parent keeps its own.
         self._buffers.reset_after_fork()
+        self._install_hooks()   # the hooks hold the buffers' dicts of before the fork
         self._init_worker_state()
 
     def _wake_worker(self) -> None:
@@ -112,52 +114,54 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._worker = worker
 
     # -- SpanProcessor hooks (application thread) ------------------------------------------------
+    # The SDK calls the hooks the instance holds: closures from hooks.py, one Python frame each.
+    # The methods below are what they shadow, reached by a subclass's super() call.
+
+    @property
+    def downstream(self) -> SpanProcessor | None:
+        """The processor every span is forwarded to. Setting it rebuilds the hooks: its
+        ``on_start`` and ``_on_ending`` are looked up then (and skipped if the SDK's no-ops)."""
+        return self._downstream
+
+    @downstream.setter
+    def downstream(self, downstream: SpanProcessor | None) -> None:
+        self._downstream = downstream
+        self._install_hooks()
+
+    def _install_hooks(self) -> None:
+        """Build the hooks for the current downstream and buffers (after shutdown: forwarding
+        only) and put them on the instance, except where a subclass overrides the method."""
+        if self._shutdown:
+            hooks = forwarding_hooks(self._downstream, self._report)
+        else:
+            hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report)
+        self._hooks = hooks
+        own = type(self)
+        for name, hook in (("on_start", hooks.on_start), ("_on_ending", hooks.on_ending),
+                           ("on_end", hooks.on_end)):
+            if getattr(own, name) is getattr(ToolEvalSpanProcessor, name):
+                setattr(self, name, hook)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        try:
-            self._track_start(span)
-        except Exception:
-            self._report("on_start")
-        downstream = self.downstream
-        if downstream is not None:
-            try:
-                downstream.on_start(span, parent_context=parent_context)
-            except Exception:
-                self._report("downstream.on_start")
+        self._hooks.on_start(span, parent_context)
 
     def _on_ending(self, span: Span) -> None:
-        hook = getattr(self.downstream, "_on_ending", None)
-        if hook is not None:
-            try:
-                hook(span)
-            except Exception:
-                self._report("downstream._on_ending")
+        self._hooks.on_ending(span)
 
     def on_end(self, span: ReadableSpan) -> None:
-        try:
-            item = self._track_end(span)
-            if item is not None:
-                # _submit's usual case inline (the root's end() is timed against the SDK's)
-                queue_ = self._queue
-                if len(queue_) < self._queue_limit and self._worker is not None:
-                    queue_.append(item)
-                    if self._sleeping:
-                        self._wake_worker()
-                    return   # held: the grading thread forwards the root (with its verdicts)
-                if self._submit(item):
-                    return
-        except Exception:
-            self._report("on_end")
-        downstream = self.downstream
-        if downstream is not None:
-            try:
-                downstream.on_end(span)
-            except Exception:
-                self._report("downstream.on_end")
+        self._hooks.on_end(span)
 
-    @staticmethod
-    def _ignore(span: Any) -> None:
-        return None
+    def _hand_over(self, item: RunJob | EndedRoot) -> bool:
+        """Queue an ended run root or local root for the grading thread: True when it is held
+        there (forwarded later, with its verdicts), False to forward it now."""
+        # _submit's usual case inline (the root's end() is timed against the SDK's)
+        queue_ = self._queue
+        if len(queue_) < self._queue_limit and self._worker is not None:
+            queue_.append(item)
+            if self._sleeping:
+                self._wake_worker()
+            return True
+        return self._submit(item)
 
     def _forward(self, span: ReadableSpan) -> None:
         if self.downstream is None:
@@ -345,7 +349,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
             return True
         deadline = time.monotonic() + timeout_millis / 1000
         self._shutdown = True
-        self._track_start = self._track_end = self._ignore
+        self._install_hooks()   # forwarding only from now on
         ok = False
         try:
             self._buffers.clear("shutdown")

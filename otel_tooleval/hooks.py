@@ -1,0 +1,186 @@
+"""The application-thread hooks of ``ToolEvalSpanProcessor``, at the least cost per span.
+
+The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application's
+``span.start()`` / ``span.end()``, so what they cost is the processor's overhead per span
+(``tests/bench/bench_hooks.py`` times them alone). Hence, each choice measured:
+
+- They are closures over what they read, which the processor installs on itself, where they
+  shadow its methods: one Python frame per hook, no attribute lookups on the processor.
+- ``TraceBuffers``' hot path is inline; it is called into only for what is rare (a new trace
+  or local root, a run decision, a drop, a late span).
+- They read the SDK span's fields (``_context``, ``_parent``, ``_attributes._dict``,
+  ``_end_time``) directly: the one place outside ``_compat`` that touches SDK internals,
+  because a specialised attribute load costs half of even a C-level ``attrgetter``. A span of
+  another class raises AttributeError, which the hook contains: it is forwarded, untracked.
+- The downstream's ``on_start`` and ``_on_ending`` are looked up when the hooks are built, and
+  not called at all when they are the SDK's no-ops.
+
+Every hook contains every failure (ARCHITECTURE: never raise into the application) and still
+forwards the span. The buffers' dicts are bound when the hooks are built: the processor
+rebuilds them after a fork (which replaces the dicts), when ``downstream`` is set, and at
+shutdown (forwarding only).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+from opentelemetry.context import Context
+
+from ._compat import start_and_ending_hooks
+from .assembly import EndedRoot, RunJob, TraceBuffers
+from .conventions import AGENT, MODEL, TOOL, span_kind
+
+__all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
+
+
+class StartHook(Protocol):
+    def __call__(self, span: Any, parent_context: Context | None = None) -> None: ...
+
+
+class SpanHooks(NamedTuple):
+    on_start: StartHook
+    on_ending: Callable[[Any], None]
+    on_end: Callable[[Any], None]
+
+
+def span_hooks(buffers: TraceBuffers, downstream: Any,
+               hand_over: Callable[[RunJob | EndedRoot], bool],
+               report: Callable[[str], None]) -> SpanHooks:
+    """Hooks that track every span in ``buffers`` and forward it to ``downstream``.
+
+    ``hand_over`` takes an ended run root or local root; True when it holds the span (it is
+    forwarded later, with its verdicts), False to forward it now. ``report`` logs a contained
+    failure, by where it happened.
+    """
+    traces_get = buffers._traces.get
+    max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
+    named = buffers._named_agents
+    start_root, drop = buffers._start_root, buffers._drop
+    forward_start, on_ending = _forwarders(downstream, report)
+
+    def on_start(span: Any, parent_context: Context | None = None) -> None:
+        try:
+            ctx = span._context   # ctx[0], ctx[1]: trace id, span id
+            parent = span._parent
+            state = traces_get(ctx[0])
+            if state is None or parent is None or parent[2] or state.closed:  # [2]: is_remote
+                start_root(span, ctx[0], ctx[1], parent, state)
+            elif len(state.parents) < max_spans:
+                sid = ctx[1]
+                state.parents[sid] = parent[1]
+                state.open[sid] = span
+            else:
+                drop("max_spans_per_trace")
+        except Exception:
+            report("on_start")
+        if forward_start is not None:
+            try:
+                forward_start(span, parent_context=parent_context)
+            except Exception:
+                report("downstream.on_start")
+
+    def on_end(span: Any) -> None:
+        # Records the ended span (SEMANTICS 1) and, when it ends a run root or a local root,
+        # hands that over; one frame: the tracking is inline, not a call.
+        try:
+            ctx = span._context
+            parent = span._parent
+            attrs = span._attributes._dict
+            end = span._end_time
+            sid = ctx[1]
+            state = traces_get(ctx[0])
+            item: RunJob | EndedRoot | None = None
+            # A closed trace keeps its open spans: still open when the grading thread takes
+            # the run, they are its pending calls, as they were when the root ended.
+            if state is None or state.closed or state.open.pop(sid, None) is None:
+                buffers._end_untracked(state, ctx[0], attrs)
+            else:
+                kind = span_kind(attrs)
+                if named:
+                    kind = buffers._named_kind(attrs, span, kind)
+                if kind or named:
+                    if end:
+                        state.touched = end
+                    kept = None
+                    if kind & TOOL:
+                        if state.done and buffers._under(state, sid, state.done):
+                            buffers._late_span()   # its run was already taken for grading
+                        elif state.tool_calls >= max_calls:
+                            state.dropped_calls += 1
+                            drop("max_calls_per_run")
+                        else:
+                            state.tool_calls += 1
+                            kept = state.tools
+                    elif kind & MODEL:
+                        kept = state.models
+                    if kept is not None:
+                        size = 0   # assembly._value_bytes, inline
+                        for value in attrs.values():
+                            if value.__class__ is str:
+                                size += len(value)
+                        state.bytes += size
+                        kept.append(span if state.bytes <= max_bytes
+                                    else buffers._stripped(state, span, attrs, size, kind))
+                if parent is None or parent[2]:
+                    # A local root: only marked closed here (see EndedRoot, TraceBuffers._close).
+                    state.open_roots -= 1
+                    if state.open_roots <= 0:
+                        state.closed = True
+                    item = state, span
+                elif kind & AGENT or (state.run_roots and sid in state.run_roots):
+                    item = buffers._decide(state, span, sid)
+            if item is not None and hand_over(item):
+                return   # held: the grading thread forwards the root (with its verdicts)
+        except Exception:
+            report("on_end")
+        if downstream is not None:
+            try:
+                downstream.on_end(span)
+            except Exception:
+                report("downstream.on_end")
+
+    return SpanHooks(on_start, on_ending, on_end)
+
+
+def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHooks:
+    """Hooks that only forward to ``downstream`` (after shutdown: nothing is tracked)."""
+    forward_start, on_ending = _forwarders(downstream, report)
+
+    def on_start(span: Any, parent_context: Context | None = None) -> None:
+        if forward_start is not None:
+            try:
+                forward_start(span, parent_context=parent_context)
+            except Exception:
+                report("downstream.on_start")
+
+    def on_end(span: Any) -> None:
+        if downstream is not None:
+            try:
+                downstream.on_end(span)
+            except Exception:
+                report("downstream.on_end")
+
+    return SpanHooks(on_start, on_ending, on_end)
+
+
+def _forwarders(downstream: Any, report: Callable[[str], None]
+                ) -> tuple[StartHook | None, Callable[[Any], None]]:
+    """The downstream's ``on_start`` (None when there is nothing to call) and our ``_on_ending``
+    hook (forwarding to the downstream's, or doing nothing)."""
+    forward_start, forward_ending = start_and_ending_hooks(downstream)
+    if forward_ending is None:
+        return forward_start, _ignore
+
+    def on_ending(span: Any) -> None:
+        try:
+            forward_ending(span)
+        except Exception:
+            report("downstream._on_ending")
+
+    return forward_start, on_ending
+
+
+def _ignore(span: Any) -> None:
+    return None

@@ -1,0 +1,179 @@
+"""Cost of ``ToolEvalSpanProcessor``'s application-thread hooks alone, per span.
+
+A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
+
+    python tests/bench/bench_hooks.py [--calls 10,50] [--spans 3000] [--repeats 21]
+
+The start and end events of agent runs (``bench_overhead``'s workload: GenAI-semconv spans,
+``--calls`` tool calls per run, five per turn) are captured once from a real ``TracerProvider``
+and then replayed straight into the hooks (``on_start``, then ``_on_ending`` and ``on_end`` in
+the order the spans started and ended), with no SDK around them. What is timed is what the
+processor adds inside the application's ``span.start()`` / ``span.end()``; ``bench_overhead``
+times the whole SDK around it (about 24 us per span on a 2-core machine), whose target of
+1.10x leaves the hooks well under 1 us per span.
+
+Three processors replay the same events, alternating, ``--repeats`` times each:
+
+* null:     a ``SpanProcessor`` whose hooks do nothing (the downstream of the other two);
+* forward:  the least a wrapper can do: forward every hook to the null one inside try/except;
+* tooleval: ``ToolEvalSpanProcessor(bench_overhead.CONFIG, downstream=null)``.
+
+Grading does not run: the tooleval side gets a stand-in for its grading thread and an unbounded
+queue, so an ended root is queued as usual (the queue is emptied between replays). The figure is
+the median over the repeats, in microseconds per span; ``tooleval - null`` is the hooks' cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
+
+from otel_tooleval import ToolEvalSpanProcessor
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_overhead import CONFIG, Workload, run_agent
+
+Event = tuple[bool, Any]   # (ended, span)
+
+
+class Capture(SpanProcessor):
+    """Records every start and end, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.events.append((False, span))
+
+    def on_end(self, span: Any) -> None:
+        self.events.append((True, span))
+
+
+class Null(SpanProcessor):
+    """Does nothing: ``on_start`` and ``_on_ending`` are the SDK's own no-ops."""
+
+    def on_end(self, span: Any) -> None:
+        pass
+
+
+class Forward(SpanProcessor):
+    """A wrapper that only forwards: the floor for any wrapping processor."""
+
+    def __init__(self, downstream: SpanProcessor) -> None:
+        self.downstream = downstream
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        try:
+            self.downstream.on_start(span, parent_context=parent_context)
+        except Exception:  # noqa: BLE001, S110 - contained, as a wrapper must
+            pass
+
+    def _on_ending(self, span: Any) -> None:
+        try:
+            self.downstream._on_ending(span)
+        except Exception:  # noqa: BLE001, S110 - contained, as a wrapper must
+            pass
+
+    def on_end(self, span: Any) -> None:
+        try:
+            self.downstream.on_end(span)
+        except Exception:  # noqa: BLE001, S110 - contained, as a wrapper must
+            pass
+
+
+def capture(calls: int, spans: int) -> list[Event]:
+    workload = Workload(calls, 5)
+    recorder = Capture()
+    provider = TracerProvider()
+    provider.add_span_processor(recorder)
+    tracer = provider.get_tracer("bench_hooks")
+    for _ in range(max(1, spans // workload.spans_per_run)):
+        run_agent(tracer, workload)
+    provider.shutdown()
+    return recorder.events
+
+
+def tooleval(downstream: SpanProcessor) -> ToolEvalSpanProcessor:
+    processor = ToolEvalSpanProcessor(CONFIG, downstream=downstream)
+    processor._worker = object()       # type: ignore[assignment]  # queued roots stay queued
+    processor._queue_limit = 1 << 62
+    return processor
+
+
+def replay(processor: SpanProcessor, events: list[Event]) -> None:
+    # Bound once, as SynchronousMultiSpanProcessor's loop would look them up.
+    start, ending, end = processor.on_start, processor._on_ending, processor.on_end
+    for ended, span in events:
+        if ended:
+            ending(span)
+            end(span)
+        else:
+            start(span, parent_context=None)
+
+
+def measure(events: list[Event], repeats: int) -> dict[str, float]:
+    """Median us per span of each processor over ``repeats`` alternating replays."""
+    null = Null()
+    processors: dict[str, SpanProcessor] = {
+        "null": null, "forward": Forward(null), "tooleval": tooleval(null)}
+    resets: dict[str, Callable[[], None]] = {
+        "tooleval": processors["tooleval"]._queue.clear}  # type: ignore[attr-defined]
+    spans = len(events) // 2
+    samples: dict[str, list[float]] = {name: [] for name in processors}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            for name, processor in processors.items():
+                if name in resets:
+                    resets[name]()
+                started = time.perf_counter_ns()
+                replay(processor, events)
+                samples[name].append((time.perf_counter_ns() - started) / spans / 1000)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    stand_in = processors["tooleval"]
+    stand_in._queue.clear()                                  # type: ignore[attr-defined]
+    stand_in._worker = None                                  # type: ignore[attr-defined]
+    stand_in.shutdown(0)
+    return {name: statistics.median(values) for name, values in samples.items()}
+
+
+def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--calls", default="10,50",
+                        help="tool calls per run, comma-separated (default: 10,50)")
+    parser.add_argument("--spans", type=int, default=3000,
+                        help="spans replayed per measurement (default: 3000)")
+    parser.add_argument("--repeats", type=int, default=21,
+                        help="replays per processor, alternating (default: 21)")
+    args = parser.parse_args(argv)
+    sizes = [int(c) for c in args.calls.split(",") if c]
+
+    print(f"python {sys.version.split()[0]}; median of {args.repeats} replays, us per span")
+    head = (f"{'calls':>5}  {'spans':>6}  {'null':>7}  {'forward':>7}  {'tooleval':>8}  "
+            f"{'tooleval - null':>15}")
+    print(head)
+    print("-" * len(head))
+    results: dict[int, dict[str, float]] = {}
+    for calls in sizes:
+        events = capture(calls, args.spans)
+        figures = measure(events, args.repeats)
+        results[calls] = figures
+        print(f"{calls:>5}  {len(events) // 2:>6}  {figures['null']:>7.3f}  "
+              f"{figures['forward']:>7.3f}  {figures['tooleval']:>8.3f}  "
+              f"{figures['tooleval'] - figures['null']:>15.3f}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
