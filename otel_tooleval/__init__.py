@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.5.1"
+__version__ = "0.6.0"
 
 _EXPORTS = {
     "AgentRun": ".model",

@@ -41,6 +41,7 @@ __all__ = [
     "ConfigError",
     "ConfiguredGrader",
     "EmitConfig",
+    "GradingConfig",
     "LimitsConfig",
     "RunsConfig",
     "ToolEvalConfig",
@@ -127,6 +128,31 @@ class EmitConfig(BaseModel):
     include_values: bool = False
 
 
+class GradingConfig(BaseModel):
+    """Where the live processor runs the graders (``otel_tooleval.offload``).
+
+    ``thread``: on one grading thread of the application's process. ``process``: in one child
+    Python process fed the runs' records over a pipe, so that grading takes no CPU time under
+    the application's GIL; the application's process still collects the records and builds
+    the root copy and the log events and metrics. Configs with custom Python graders, or a
+    process that cannot start one (no ``sys.executable``, a frozen application), stay on the
+    thread (logged once).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    mode: Literal["thread", "process"] = Field(
+        default="thread", description="thread: a grading thread; process: a grading process")
+    process_timeout_seconds: float = Field(
+        default=30.0, gt=0, allow_inf_nan=False,
+        description="a run sent to the grading process and not answered within this time "
+                    "ends that process; its unanswered runs are forwarded ungraded (counted "
+                    "as dropped, reason grading_process)")
+
+
+_DEFAULT_GRADING = GradingConfig()
+
+
 class _TopLevel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -134,6 +160,7 @@ class _TopLevel(BaseModel):
     runs: RunsConfig = Field(default_factory=RunsConfig)
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     emit: EmitConfig = Field(default_factory=EmitConfig)
+    grading: GradingConfig = Field(default_factory=GradingConfig)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,6 +186,9 @@ class ToolEvalConfig:
     emit: EmitConfig
     policy: RunPolicy
     source: str | None = None
+    grading: GradingConfig = _DEFAULT_GRADING
+    #: The document it was validated from (what a grading process loads again).
+    document: Mapping[str, Any] | None = None
 
 
 def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
@@ -244,7 +274,8 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
         # Report the other sections' problems too, then the graders' as far as they parse.
         problems.extend(problems_from_validation(exc))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
-                                        limits=LimitsConfig(), emit=EmitConfig())
+                                        limits=LimitsConfig(), emit=EmitConfig(),
+                                        grading=GradingConfig())
         if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
@@ -275,7 +306,8 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
         server_attributes=tuple(runs.server_attributes),
         max_calls_per_run=top.limits.max_calls_per_run,
     )
-    return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source)
+    return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
+                          top.grading, data)
 
 
 def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None

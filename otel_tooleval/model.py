@@ -15,7 +15,8 @@ from typing import Any, NamedTuple, Protocol
 
 from .values import decode_value
 
-__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanRecord", "ToolCall", "text_of"]
+__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanRecord", "ToolCall", "Verdicts",
+           "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -227,6 +228,10 @@ class RunReport:
     results: tuple[GradeResult, ...]
 
     @property
+    def agent(self) -> str | None:
+        return self.run.agent
+
+    @property
     def passed(self) -> bool:
         return all(r.passed for r in self.results)
 
@@ -253,6 +258,20 @@ class RunReport:
             "passed": self.passed,
             "results": [r.to_dict() for r in self.results],
         }
+
+
+class Verdicts(Protocol):
+    """What the log events and metrics of a run need: a ``RunReport``, or the verdicts a
+    grading process sent back (``otel_tooleval.offload``)."""
+
+    @property
+    def agent(self) -> str | None: ...
+
+    @property
+    def results(self) -> Sequence[GradeResult]: ...
+
+    @property
+    def passed(self) -> bool: ...
 
 
 # json.dumps with these options builds an encoder per call; one shared encoder writes the same.

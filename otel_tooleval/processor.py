@@ -22,14 +22,16 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from . import __version__
-from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
+from ._compat import annotated_copy, copy_with, detach, record_from_span, suppress_instrumentation
 from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
 from .hooks import forwarding_hooks, span_hooks
-from .model import RunReport
+from .model import GradeResult, RunReport, SpanRecord, Verdicts
+from .offload import GradingProcess, InFlight
 from .trajectory import run_from
+from .worker import Verdict
 
 __all__ = ["ToolEvalSpanProcessor"]
 
@@ -37,6 +39,7 @@ _log = logging.getLogger(__name__)
 _STOP = object()
 _SWEEP_SECONDS = 1.0
 _POLL_SECONDS = 0.05
+_TICK_SECONDS = 0.02
 
 
 class ToolEvalSpanProcessor(SpanProcessor):
@@ -67,6 +70,12 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._install_hooks()
         self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
+        self._offload: GradingProcess | None = None
+        if self.config.grading.mode == "process":
+            self._offload = GradingProcess(
+                self.config, finish=self._finish_verdict, regrade=self._regrade,
+                drop=self._drop_in_flight, report=self._report,
+                full_details=on_report is not None)
         self._init_worker_state()
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
@@ -96,6 +105,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._buffers.reset_after_fork()
         self._install_hooks()   # the hooks hold the buffers' dicts of before the fork
         self._init_worker_state()
+        if self._offload is not None:
+            self._offload.after_fork_in_child()
 
     def _wake_worker(self) -> None:
         self._sleeping = False
@@ -212,12 +223,20 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _work(self) -> None:
         next_sweep = time.monotonic() + _SWEEP_SECONDS
         self._idle_since = 0.0
+        offload = self._offload
         while True:
+            # Nothing more to batch with: send the runs, then let the next ones gather for a
+            # tick (every wake-up of this thread takes the GIL from the application).
+            if offload is not None and not self._queue and offload.flush():
+                time.sleep(_TICK_SECONDS)
             job = self._next()
             if job is _STOP:
                 return
             if isinstance(job, threading.Event):   # a flush marker: all before it is done
-                job.set()
+                if offload is not None:
+                    offload.after_in_flight(job)   # ... once the grading process answered
+                else:
+                    job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
                 job = self._decided(job)
             if job is not None and job.__class__ is RunJob:
@@ -232,6 +251,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + _SWEEP_SECONDS
                 self._sweep()
+                if offload is not None:
+                    offload.check()
 
     def _decided(self, ended: EndedRoot) -> RunJob | None:
         """The run of an ended local root; a root that is no run is forwarded as it is."""
@@ -264,25 +285,82 @@ class ToolEvalSpanProcessor(SpanProcessor):
         try:
             tools, models, dropped = self._buffers.members(job)
             root = job.root
-            run = run_from(record_from_span(root), tools, models, self.config.policy,
-                           dropped_calls=dropped)
-            report = grade_run(run, self.config)
+            record = record_from_span(root)
+            offload = self._offload
+            if offload is not None and offload.available() and offload.submit(
+                    job, record, tools, models, dropped):
+                self._buffers.release(job, tools, models)
+                return   # the grading process answers on the verdict thread
+            report = self._grade(record, tools, models, dropped)
             self._buffers.release(job, tools, models)
         finally:
             detach(token)
+        self._finish_report(job, report)
+
+    def _grade(self, root: SpanRecord, tools: list[SpanRecord], models: list[SpanRecord],
+               dropped: int) -> RunReport | None:
+        run = run_from(root, tools, models, self.config.policy, dropped_calls=dropped)
+        return grade_run(run, self.config)
+
+    def _finish_report(self, job: RunJob, report: RunReport | None) -> None:
+        root = job.root
         if report is None:
             self._forward_root(job, root)
             return
         if self._forward_root(job, self._annotated(root, report)):
-            self.graded["runs"] += 1
+            self._count_graded(report.passed)
             self._emit(report, root)
+
+    # -- grading process (grading.mode: process); called on its verdict thread --------------------
+
+    def _regrade(self, entry: InFlight) -> None:
+        """A run the grading process did not answer (it exited): graded here instead."""
+        token = suppress_instrumentation()
+        try:
+            report = self._grade(entry.root, entry.tools, entry.models, entry.dropped)
+        finally:
+            detach(token)
+        self._finish_report(entry.job, report)
+
+    def _drop_in_flight(self, entry: InFlight, reason: str) -> None:
+        if self._forward_root(entry.job, entry.job.root):
+            self._buffers.counts["dropped." + reason] += 1
+            self._count_drop(reason, 1)
+
+    def _finish_verdict(self, entry: InFlight, verdict: Verdict | None) -> None:
+        """Forward the root copy with the verdicts the grading process sent, and emit them."""
+        job = entry.job
+        root = job.root
+        if verdict is None:   # no grader applies to this run
+            self._forward_root(job, root)
+            return
+        attributes, events, agent, results, passed = verdict
+        span = root
+        if attributes is not None or events is not None:
+            end = root.end_time or time.time_ns()
+            span = copy_with(root, attributes or {},
+                             [(name, attrs, end) for name, attrs in events or ()])
+        if not self._forward_root(job, span):
+            return
+        self._count_graded(passed)
+        if self._logs is None and self._metrics is None and self._on_report is None:
+            return
+        graded = tuple(GradeResult(*r) for r in results)
+        verdicts: Verdicts
+        if self._on_report is not None:   # the callback gets the whole run: built here
+            run = run_from(entry.root, entry.tools, entry.models, self.config.policy,
+                           dropped_calls=entry.dropped)
+            verdicts = RunReport(run, graded)
+        else:
+            verdicts = _Verdicts(agent, graded, passed)
+        self._emit(verdicts, root)
 
     def _annotated(self, root: ReadableSpan, report: RunReport) -> ReadableSpan:
         emit = self.config.emit
         return annotated_copy(root, report, events=emit.span_events,
                               attributes=emit.root_attributes)
 
-    def _emit(self, report: RunReport, root: ReadableSpan) -> None:
+    def _emit(self, report: Verdicts, root: ReadableSpan) -> None:
         if self._logs is not None:
             try:
                 self._logs.emit(report, root.context, root.end_time or time.time_ns())
@@ -293,11 +371,16 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._metrics.record(report)
             except Exception:
                 self._report("metrics")
-        if self._on_report is not None:
+        if self._on_report is not None and isinstance(report, RunReport):
             try:
                 self._on_report(report)
             except Exception:
                 self._report("on_report callback")
+
+    def _count_graded(self, passed: bool) -> None:
+        self.graded["runs"] += 1
+        if not passed:
+            self.graded["runs.failed"] += 1
 
     def _count_drop(self, reason: str, n: int) -> None:
         if self._metrics is not None:
@@ -363,6 +446,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._wake_worker()
                 if ok:
                     self._worker.join(max(deadline - time.monotonic(), 0.0))
+            if self._offload is not None:
+                ok = self._offload.close(deadline) and ok
         except Exception:
             self._report("shutdown")
         downstream = self.downstream
@@ -411,6 +496,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 pending.append(self._queue.popleft())
             except IndexError:
                 break
+        if self._offload is not None:   # sent to the grading process, not answered yet
+            pending.extend(entry.job for entry in self._offload.take_all())
         for job in pending:
             if job.__class__ is tuple:   # an ended local root not decided yet: decide now
                 job = self._decided(job)
@@ -419,11 +506,24 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 self._count_drop("shutdown", 1)
 
     def stats(self) -> dict[str, int]:
-        """Counters for tests and health checks: runs graded, drops by reason, open traces."""
+        """Counters for tests and health checks: ``runs`` graded (``runs.failed`` of them did
+        not pass), ``dropped.<reason>``, ``late_spans``, ``open_traces``."""
         out = dict(self.graded)
         out.update(self._buffers.counts)
         out["open_traces"] = len(self._buffers)
         return out
+
+
+class _Verdicts:
+    """A run's verdicts from the grading process, for the log events and metrics."""
+
+    __slots__ = ("agent", "passed", "results")
+
+    def __init__(self, agent: str | None, results: tuple[GradeResult, ...],
+                 passed: bool) -> None:
+        self.agent = agent
+        self.results = results
+        self.passed = passed
 
 
 def _millis_left(deadline: float) -> int:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .config import EmitConfig, LimitsConfig, RunsConfig
+from .config import EmitConfig, GradingConfig, LimitsConfig, RunsConfig
 from .graders.registry import GraderFamily, families
 
 __all__ = ["config_schema", "entry_schema"]
@@ -58,7 +58,8 @@ def config_schema() -> dict[str, Any]:
     defs: dict[str, Any] = {}
     entries = [s for f in families() if (s := entry_schema(f, defs)) is not None]
     sections = {}
-    for key, model in (("runs", RunsConfig), ("limits", LimitsConfig), ("emit", EmitConfig)):
+    for key, model in (("runs", RunsConfig), ("limits", LimitsConfig), ("emit", EmitConfig),
+                       ("grading", GradingConfig)):
         sections[key] = _prefixed(model.model_json_schema(), f"{key}.", defs)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -9,7 +9,7 @@ from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
 from opentelemetry.context import Context
 from opentelemetry.trace import NonRecordingSpan, SpanContext, set_span_in_context
 
-from ..model import RunReport
+from ..model import Verdicts
 from .span import EVENT_NAME, result_attributes
 
 __all__ = ["LogEvents"]
@@ -27,11 +27,11 @@ class LogEvents:
         # asked first.
         self._enabled: Callable[..., Any] | None = getattr(self._logger, "enabled", None)
 
-    def emit(self, report: RunReport, root_context: SpanContext, timestamp: int) -> None:
+    def emit(self, report: Verdicts, root_context: SpanContext, timestamp: int) -> None:
         context = set_span_in_context(NonRecordingSpan(root_context))
         if not self._wanted(context):
             return
-        agent = report.run.agent
+        agent = report.agent
         for result in report.results:
             attrs: dict[str, Any] = result_attributes(result)
             if agent:

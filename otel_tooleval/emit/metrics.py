@@ -6,7 +6,7 @@ from typing import Any
 
 from opentelemetry.metrics import MeterProvider, get_meter_provider
 
-from ..model import RunReport
+from ..model import Verdicts
 
 __all__ = ["VerdictMetrics"]
 
@@ -35,8 +35,8 @@ class VerdictMetrics:
         self.false_negatives = meter.create_counter(
             "tooleval.tool_selection.false_negatives", unit="{call}")
 
-    def record(self, report: RunReport) -> None:
-        agent = report.run.agent
+    def record(self, report: Verdicts) -> None:
+        agent = report.agent
         base: dict[str, Any] = {"gen_ai.agent.name": agent} if agent else {}
         for result in report.results:
             self.score.record(result.score, {

@@ -4,6 +4,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
     python tests/bench/bench_overhead.py [--calls 10,50,500] [--pairs 9] [--spans 12000]
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
+                                         [--grading thread|process]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -13,7 +14,10 @@ everything) behind a ``BatchSpanProcessor``:
   downstream=BatchSpanProcessor(DropExporter()))`` with one grader of every family (``CONFIG``
   below: the families of ``examples/all_families.yaml``, each configured for this workload's
   tools, and the default emission: span events, root attributes, log events and metrics), or
-  the grader config given with ``--config``.
+  the grader config given with ``--config``; graded on a thread (``grading.mode: thread``, the
+  default) or in a grading process (``--grading process``). Verdicts are tallied from the
+  processor's ``stats()`` (an ``on_report`` callback would make the process mode rebuild
+  each run in the application's process).
 
 The workload is an agent run instrumented with the plain OTel API in GenAI semconv: a root
 ``invoke_agent bench`` span; per turn a ``chat`` span, then ``execute_tool X`` spans carrying
@@ -57,7 +61,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-from otel_tooleval import ToolEvalSpanProcessor
+from otel_tooleval import ToolEvalSpanProcessor, load_config
 
 TARGET = 1.10
 
@@ -220,23 +224,22 @@ class Side:
 
 
 class ReportTally:
-    """Counts verdicts without keeping reports (kept reports would grow the heap, and the GC)."""
+    """Verdicts counted by the processor (``stats()``): no report is kept or built."""
 
     def __init__(self) -> None:
-        self.passed = 0
-        self.failed = 0
-        self.first_failure: Any = None
+        self.processor: ToolEvalSpanProcessor | None = None
 
-    def __call__(self, report: Any) -> None:
-        if report.passed:
-            self.passed += 1
-        else:
-            self.failed += 1
-            if self.first_failure is None:
-                self.first_failure = [r.to_dict() for r in report.results if not r.passed][:1]
+    @property
+    def failed(self) -> int:
+        return self.processor.stats().get("runs.failed", 0) if self.processor else 0
+
+    @property
+    def passed(self) -> int:
+        graded = self.processor.stats().get("runs", 0) if self.processor else 0
+        return graded - self.failed
 
 
-def build_sides(config: Any) -> tuple[Side, Side, ReportTally]:
+def build_sides(config: Any, grading: str | None = None) -> tuple[Side, Side, ReportTally]:
     reports = ReportTally()
 
     bare_exporter = DropExporter()
@@ -244,8 +247,11 @@ def build_sides(config: Any) -> tuple[Side, Side, ReportTally]:
     bare.add_span_processor(BatchSpanProcessor(bare_exporter))
 
     tool_exporter = DropExporter()
-    processor = ToolEvalSpanProcessor(
-        config, downstream=BatchSpanProcessor(tool_exporter), on_report=reports)
+    loaded = load_config(config)
+    if grading is not None and loaded.document is not None:
+        loaded = load_config({**loaded.document, "grading": {"mode": grading}})
+    processor = ToolEvalSpanProcessor(loaded, downstream=BatchSpanProcessor(tool_exporter))
+    reports.processor = processor
     tooleval = TracerProvider()
     tooleval.add_span_processor(processor)
 
@@ -403,8 +409,6 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     if exported[0] != sent or exported[1] != sent:
         print("  !! a BatchSpanProcessor dropped spans (its queue was full: its worker thread "
               "did not get the GIL often enough); that side did less work than it was given")
-    if reports.first_failure:
-        print("  first failing check:", reports.first_failure)
     print(f"root end() per run (median of medians): bare {med(root_bare) / 1000:.1f} us, "
           f"tooleval {med(root_tool) / 1000:.1f} us; "
           f"root end() ratio (median of {opts.pairs} pairs): {med(root_ratios):.2f}x "
@@ -445,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              "every family")
     parser.add_argument("--no-gc", action="store_true",
                         help="disable the cyclic GC in the timed sections")
+    parser.add_argument("--grading", choices=("thread", "process"), default=None,
+                        help="grading.mode of the tooleval side (default: the config's)")
     opts = parser.parse_args(argv)
     try:
         sizes = [int(n) for n in str(opts.calls).split(",")]
@@ -456,11 +462,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--calls, --per-turn and --runs must be positive")
 
     config = opts.config if opts.config is not None else CONFIG
-    bare, tooleval, reports = build_sides(config)
+    bare, tooleval, reports = build_sides(config, opts.grading)
     tooleval.reports = reports
     both = (bare, tooleval)
-    graders = tooleval.processor.config.graders if tooleval.processor else ()
-    print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders)}")
+    loaded = tooleval.processor.config if tooleval.processor else None
+    graders = loaded.graders if loaded else ()
+    mode = loaded.grading.mode if loaded else "thread"
+    print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders)}; grading: {mode}")
     started = time.perf_counter()
     results = []
     for n in sizes:
@@ -482,7 +490,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
               f"{r['root_end_ratio']:>5.2f}x")
     print(f"verdicts: {reports.passed} runs passed, {reports.failed} failed; "
           f"{time.perf_counter() - started:.0f} s")
-    return {"target": TARGET, "root_end_target": TARGET_ROOT_END,
+    return {"target": TARGET, "root_end_target": TARGET_ROOT_END, "grading": mode,
             "graders": [g.type for g in graders], "sizes": results,
             "runs_passed": reports.passed, "runs_failed": reports.failed}
 

@@ -2,7 +2,7 @@
 
 A standalone script, not a pytest test::
 
-    python tests/bench/run_all.py [--full] [--only overhead,graders,memory,files,serve]
+    python tests/bench/run_all.py [--full] [--only overhead,overhead-process,graders,memory,files,serve]
                                   [--json FILE] [--memory-args "..."]
 
 Each bench runs in a fresh Python process (its own heap, threads and peak RSS) through its
@@ -17,6 +17,8 @@ machine; ``--full`` uses each bench's full sizes (the ones the README quotes):
 bench       default                                          --full
 ==========  ===============================================  ======================================
 overhead    10/50/500 calls, 9 pairs, ~8,000 spans each      10/50/500 calls, 9 pairs, ~12,000
+overhead-   the same with ``--grading process``              the same with ``--grading process``
+process
 graders     10 / 100 / 1,000 / 10,000 calls, LCS 10k x 10k   the same, 9 repeats
 memory      ``bench_memory.main([])`` (its own defaults)     ``bench_memory.main(["--full"])``
 files       100,000 and 400,000 spans                        250,000 and 1,000,000 spans
@@ -65,6 +67,9 @@ BENCHES: tuple[Bench, ...] = (
     Bench("overhead", "bench_overhead",
           ("--calls", "10,50,500", "--pairs", "9", "--spans", "8000"),
           ("--calls", "10,50,500", "--pairs", "9", "--spans", "12000")),
+    Bench("overhead-process", "bench_overhead",
+          ("--calls", "10,50,500", "--pairs", "9", "--spans", "8000", "--grading", "process"),
+          ("--calls", "10,50,500", "--pairs", "9", "--spans", "12000", "--grading", "process")),
     Bench("graders", "bench_graders",
           ("--sizes", "10,100,1000,10000", "--repeat", "7"),
           ("--sizes", "10,100,1000,10000", "--repeat", "9")),
@@ -155,7 +160,8 @@ def rows_overhead(fig: dict[str, Any], cmd: Callable[[list[str]], str],
     for size in fig.get("sizes", []):
         n = size["calls"]
         again = cmd(["--calls", str(n), *base])
-        rows.append(Row(f"overhead, runs of {n} calls: wall time tooleval/bare (all families)",
+        rows.append(Row(f"overhead, runs of {n} calls: wall time tooleval/bare (all families, "
+                        f"grading: {fig.get('grading', 'thread')})",
                         _fmt(size["ratio"], "x"), f"<= {target:.2f}x",
                         size["ratio"] <= target, again))
         rows.append(Row(f"  ... application-thread CPU tooleval/bare, {n} calls",
@@ -284,7 +290,7 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 
 ROWS: dict[str, Callable[..., list[Row]]] = {
-    "overhead": rows_overhead, "graders": rows_graders, "files": rows_files,
+    "overhead": rows_overhead, "overhead-process": rows_overhead, "graders": rows_graders, "files": rows_files,
     "serve": rows_serve,
 }
 

@@ -1,0 +1,155 @@
+"""The grading process (``grading.mode: process``): grades runs sent by a live processor.
+
+Started by ``otel_tooleval.offload.GradingProcess`` as ``python -I -c ...`` (isolated: an
+auto-instrumented parent's ``PYTHONPATH`` hooks and ``OTEL_*`` set-up do not follow it in),
+it talks over its standard input and output in frames: a 4-byte little-endian length, a
+1-byte codec (``M`` marshal, ``P`` pickle: marshal is several times faster for the plain
+tuples, dicts and strings a run is made of, pickle takes anything else) and the payload.
+
+Parent to child: ``("init", document, source, full)`` once, then ``("runs", [job, ...])`` batches;
+a job is ``(job id, root record, tool records, model records, dropped calls)`` where each
+record is a ``SpanRecord`` as a plain tuple. Child to parent: ``("ready", pid)`` or
+``("error", message)`` after the init, then one ``("graded", [(job id, verdict, error), ...])``
+per batch, in the order received. A verdict is None when no grader applied to the run (or
+``error`` says why it could not be graded), else ``(root attributes, events, agent,
+results, passed)``: what the parent puts on the root copy and in the log events and metrics,
+so that it decodes and builds nothing more than that. A result's ``details`` carry only what
+the metrics read (``tool_selection_counts``) unless ``full`` asked for all of them (the parent
+has an ``on_report`` callback, which gets whole reports).
+
+Nothing but frames goes to the parent's pipe: file descriptor 1 is pointed at standard
+error before anything runs, so a stray ``print`` cannot corrupt the stream. End of input
+ends the process.
+"""
+
+from __future__ import annotations
+
+import marshal
+import os
+import pickle
+import struct
+import sys
+from collections.abc import Sequence
+from typing import IO, Any
+
+__all__ = ["Verdict", "encode", "grade_job", "read_frame", "verdict_of", "write_frame"]
+
+_HEADER = struct.Struct("<I")
+_MARSHAL = b"M"
+_PICKLE = b"P"
+
+#: ``(root attributes or None, events or None, agent, results as tuples, passed)``
+Verdict = tuple[Any, Any, Any, Any, bool]
+
+
+def encode(message: Any) -> bytes:
+    """One frame: length, codec, payload."""
+    try:
+        body = _MARSHAL + marshal.dumps(message)
+    except ValueError:   # an object marshal does not know (details of a custom shape)
+        body = _PICKLE + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    return _HEADER.pack(len(body)) + body
+
+
+def write_frame(fd: int, message: Any) -> None:
+    """Write one frame to a file descriptor, whole (``os.write`` may write part of it)."""
+    view = memoryview(encode(message))
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_frame(stream: IO[bytes]) -> Any:
+    """The next message from a buffered binary stream; EOFError at the end of input."""
+    header = stream.read(4)
+    if len(header) < 4:
+        raise EOFError
+    (size,) = _HEADER.unpack(header)
+    body = stream.read(size)
+    if len(body) < size:
+        raise EOFError
+    if body[:1] == _MARSHAL:
+        return marshal.loads(body[1:])
+    return pickle.loads(body[1:])   # our own child's frames, over a private pipe
+
+
+def verdict_of(report: Any, emit: Any, full: bool = False) -> Verdict | None:
+    """What the parent needs of a ``RunReport`` (None: no grader applied to the run)."""
+    if report is None:
+        return None
+    from .emit.span import root_attributes, span_events
+
+    run = report.run
+    end = run.end_ns or 0
+    return (
+        root_attributes(report) if emit.root_attributes else None,
+        [(name, attrs) for name, attrs, _ in span_events(report, end)] if emit.span_events
+        else None,
+        run.agent,
+        [(r.name, r.type, r.score, r.passed, r.label, r.explanation,
+          r.details if full else _metric_details(r.details), r.error)
+         for r in report.results],
+        report.passed,
+    )
+
+
+def _metric_details(details: Any) -> Any:
+    counts = details.get("tool_selection_counts") if details else None
+    return {"tool_selection_counts": counts} if counts is not None else {}
+
+
+def grade_job(job: Sequence[Any], config: Any) -> Any:
+    """The ``RunReport`` of one job (None when no grader applies), as the thread would."""
+    from .grading import grade_run
+    from .model import SpanRecord
+    from .trajectory import run_from
+
+    _, root, tools, models, dropped = job
+    make = SpanRecord._make
+    run = run_from(make(root), [make(t) for t in tools], [make(m) for m in models],
+                   config.policy, dropped_calls=dropped)
+    return grade_run(run, config)
+
+
+def serve(inp: IO[bytes], out_fd: int) -> int:
+    """Answer init and batches until the end of input."""
+    try:
+        _, document, source, full = read_frame(inp)
+    except EOFError:
+        return 0
+    try:
+        from .config import config_from_mapping
+
+        config = config_from_mapping(document, source)
+    except Exception as exc:   # the parent grades on its thread and says why, once
+        write_frame(out_fd, ("error", f"{type(exc).__name__}: {exc}"))
+        return 1
+    write_frame(out_fd, ("ready", os.getpid()))
+    emit = config.emit
+    while True:
+        try:
+            _, jobs = read_frame(inp)
+        except EOFError:
+            return 0
+        answers = []
+        for job in jobs:
+            verdict, error = None, None
+            try:
+                verdict = verdict_of(grade_job(job, config), emit, full)
+            except Exception as exc:   # a bad record: the run is forwarded ungraded
+                error = f"{type(exc).__name__}: {exc}"
+            answers.append((job[0], verdict, error))
+        write_frame(out_fd, ("graded", answers))
+
+
+def main() -> int:
+    out_fd = os.dup(1)
+    os.dup2(2, 1)            # stray prints go to standard error, never into the frames
+    sys.stdout = sys.stderr
+    try:
+        return serve(sys.stdin.buffer, out_fd)
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0             # the parent went away: nobody is left to answer
+
+
+if __name__ == "__main__":   # pragma: no cover - run as a child process
+    sys.exit(main())

@@ -1,0 +1,339 @@
+"""``grading.mode: process``: graders in a child process, verdicts identical to the thread's.
+
+Real child processes (``sys.executable``), real SDK providers with in-memory exporters; the
+faults are real too: the child is killed, stopped (SIGSTOP: a hang), or cannot load the config.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from otel_tooleval import ConfigError, ToolEvalSpanProcessor, grader, load_config
+from otel_tooleval.offload import GradingProcess, process_unavailable
+from otel_tooleval.worker import encode, read_frame
+from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
+from tests.support.harness import Harness
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+
+
+def _config(base: dict[str, Any], **grading: Any) -> dict[str, Any]:
+    return {**base, "grading": {"mode": "process", **grading}}
+
+
+def _offload(h: Harness) -> GradingProcess:
+    offload = h.processor._offload
+    assert offload is not None
+    return offload
+
+
+def _wait_ready(h: Harness, timeout: float = 30.0) -> GradingProcess:
+    """Start the grading process (it starts with the first run) and wait until it answers."""
+    offload = _offload(h)
+    deadline = time.monotonic() + timeout
+    h.agent_run(["search"], agent="warm-up")
+    while not offload.ready:
+        assert time.monotonic() < deadline, "the grading process did not start"
+        time.sleep(0.02)
+    assert h.flush()
+    return offload
+
+
+def _workload(h: Harness) -> None:
+    """Runs that pass and fail, with arguments, results and a nested agent."""
+    with h.agent("coder"):   # passes every grader of EVERY_FAMILY
+        h.tool("read_file", {"path": "src/app/main.py"}, {"content": "def main(): ..."})
+        h.tool("search", {"query": "def main"}, ["src/app/main.py:1"])
+        h.tool("write_file", {"path": "src/app/main.py", "content": "..."}, {"ok": True})
+        h.tool("run_tests", {"selector": "tests"}, {"passed": 1})
+        h.tool("run_tests", {"selector": "tests"}, {"passed": 1})
+        h.tool("bash", {"command": "ls -la src/app"}, "main.py\n__init__.py\n")
+    h.agent_run(["search", "delete_file"], agent="coder")
+    with h.agent("outer"):
+        h.tool("read_file", {"path": "x.py"}, {"content": "def main"})
+        with h.agent("inner"):
+            h.tool("search", {"query": "def main"}, ["a.py:1"])
+    h.agent_run([], agent="idle")
+
+
+def _roots(h: Harness) -> list[tuple[str, dict[str, Any], list[dict[str, Any]]]]:
+    return sorted((
+        (s.name, dict(s.attributes or {}), [dict(e.attributes or {}) for e in s.events])
+        for s in h.finished() if s.parent is None and s.attributes
+        and "gen_ai.agent.name" in s.attributes and s.attributes["gen_ai.agent.name"] != "warm-up"
+    ), key=repr)
+
+
+def _logs(h: Harness) -> list[tuple[Any, ...]]:
+    """Log events, each with the name of the span whose context it is in (ids differ)."""
+    names = {s.context.span_id: s.name for s in h.finished()}
+    return sorted(
+        (r.log_record.event_name, names[r.log_record.span_id],
+         tuple(sorted(dict(r.log_record.attributes or {}).items())))
+        for r in h.logs.get_finished_logs()
+        if (r.log_record.attributes or {}).get("gen_ai.agent.name") != "warm-up")
+
+
+def _points(h: Harness, name: str) -> list[tuple[Any, ...]]:
+    return sorted((tuple(sorted(dict(p.attributes).items())),
+                   getattr(p, "sum", None), getattr(p, "value", None))
+                  for p in h.metric_points(name)
+                  if dict(p.attributes).get("gen_ai.agent.name") != "warm-up")
+
+
+def _timeless(value: Any) -> Any:
+    """Details without measured durations (the two sides' spans took different times)."""
+    if isinstance(value, dict):
+        return {k: _timeless(v) for k, v in value.items() if k != "duration_ms"}
+    if isinstance(value, (list, tuple)):
+        return [_timeless(v) for v in value]
+    return value
+
+
+@pytest.fixture
+def pair(request: pytest.FixtureRequest) -> Iterator[tuple[Harness, Harness]]:
+    """The same config graded on a thread and in a process."""
+    options = getattr(request, "param", {})
+    thread = Harness(EVERY_FAMILY, **options)
+    process = Harness(_config(EVERY_FAMILY), **options)
+    yield thread, process
+    thread.close()
+    process.close()
+
+
+@pytest.mark.parametrize("pair", [{}, {"on_report": None}], indirect=True,
+                         ids=["on_report", "no_callback"])
+def test_process_mode_emits_what_the_thread_emits(pair: tuple[Harness, Harness]) -> None:
+    thread, process = pair
+    _wait_ready(process)
+    thread.agent_run(["search"], agent="warm-up")   # the same on both sides (left out below)
+    for h in pair:
+        _workload(h)
+        assert h.flush()
+    assert _offload(process).starts == 1
+    roots = _roots(process)
+    assert [name for name, _, _ in roots] == [
+        "invoke_agent coder", "invoke_agent coder", "invoke_agent idle", "invoke_agent outer"]
+    assert roots == _roots(thread)
+    assert any(a["tooleval.passed"] is False for _, a, _ in roots)
+    assert any(a["tooleval.passed"] is True for _, a, _ in roots)
+    assert _logs(process) == _logs(thread) and _logs(process)
+    for metric in ("gen_ai.evaluation.score", "tooleval.runs",
+                   "tooleval.tool_selection.true_positives"):
+        assert _points(process, metric) == _points(thread, metric), metric
+        assert _points(process, metric), metric
+    assert process.processor.stats() == thread.processor.stats()
+    if thread.reports:   # whole reports for the callback, details included
+        def reports(h: Harness) -> list[str]:
+            ids = {f"{s.context.span_id:016x}": s.name for s in h.finished()}
+            return sorted(str(_timeless({**r.to_dict(), "trace_id": None,
+                                         "root_span_id": ids[r.run.root_span_id_hex]}))
+                          for r in h.reports)
+        assert reports(process) == reports(thread)
+        assert any(r.results[0].details for r in process.reports)
+    else:
+        assert not process.reports
+
+
+def test_runs_before_the_process_is_ready_are_graded_on_the_thread() -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        for _ in range(20):   # the child takes ~0.5 s to start: these do not wait for it
+            h.agent_run(["read_file", "search"], agent="early")
+        assert h.flush()
+        assert h.processor.stats()["runs"] == 20
+        assert len(h.reports) == 20
+    finally:
+        h.close()
+
+
+def test_a_killed_process_has_its_runs_graded_here_and_is_started_again() -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        offload = _wait_ready(h)
+        first = offload._proc
+        assert first is not None
+        first.send_signal(signal.SIGSTOP)   # its runs pile up unanswered...
+        for _ in range(30):
+            h.agent_run(["read_file", "search"], agent="a")
+        deadline = time.monotonic() + 10
+        while len(offload._in_flight) < 30 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(offload._in_flight) == 30
+        first.kill()                        # ... and are lost with it
+        assert h.flush()
+        stats = h.processor.stats()
+        assert stats["runs"] == 31 and not any(k.startswith("dropped") for k in stats)
+        roots = [s for s in h.by_name("invoke_agent a") if "tooleval.passed" in s.attributes]
+        assert len(roots) == 30   # each graded once, none forwarded twice
+        assert len(h.by_name("invoke_agent a")) == 30
+        h.agent_run(["read_file"], agent="b")   # the next run starts a new process
+        deadline = time.monotonic() + 30
+        while not offload.ready and time.monotonic() < deadline:
+            h.agent_run(["read_file"], agent="b")
+            time.sleep(0.05)
+        assert offload.ready and offload._proc is not first and offload.starts == 2
+    finally:
+        h.close()
+
+
+def test_a_hung_process_is_ended_and_its_runs_forwarded_ungraded() -> None:
+    h = Harness(_config(EVERY_FAMILY, process_timeout_seconds=0.3))
+    try:
+        offload = _wait_ready(h)
+        proc = offload._proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)   # alive, answering nothing
+        for _ in range(5):
+            h.agent_run(["search"], agent="stuck")
+        assert h.flush(), "the hang is detected within the flush (sweep every second)"
+        assert proc.poll() is not None, "the hung process was ended"
+        stats = h.processor.stats()
+        assert stats["dropped.grading_process"] == 5 and stats["runs"] == 1
+        stuck = h.by_name("invoke_agent stuck")
+        assert len(stuck) == 5 and not any("tooleval.passed" in s.attributes for s in stuck)
+        drops = [p for p in h.metric_points("tooleval.runs.dropped")
+                 if p.attributes.get("reason") == "grading_process"]
+        assert drops and drops[0].value == 5
+    finally:
+        h.close()
+
+
+def test_shutdown_ends_the_process() -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    offload = _wait_ready(h)
+    proc = offload._proc
+    assert proc is not None
+    h.agent_run(["search"], agent="last")
+    assert h.processor.shutdown(10_000)
+    assert proc.wait(5) == 0
+    (root,) = h.by_name("invoke_agent last")
+    assert root.attributes["tooleval.failed"]   # graded: it misses what EVERY_FAMILY wants
+    h.close()
+
+
+@grader(name="always-half")
+def _half(run: Any, submission: str | None) -> float:
+    return 0.5
+
+
+def test_custom_python_graders_stay_on_the_thread(caplog: pytest.LogCaptureFixture) -> None:
+    config = _config({"graders": [{"name": "half", "kind": "tool", "function": "always-half"}]})
+    with caplog.at_level(logging.WARNING, logger="otel_tooleval.offload"):
+        h = Harness(config)
+    try:
+        assert "grader 'half' runs custom Python code" in caplog.text
+        h.agent_run(["search"], agent="c")
+        assert h.flush()
+        assert h.reports[0].results[0].score == 0.5
+        assert _offload(h)._proc is None and _offload(h).starts == 0
+    finally:
+        h.close()
+
+
+def test_a_config_the_process_cannot_load_leaves_grading_on_the_thread(
+        caplog: pytest.LogCaptureFixture) -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        offload = _offload(h)
+        offload._config = load_config({"graders": []})
+        object.__setattr__(offload._config, "document", {"graders": [{"type": "nope"}]})
+        with caplog.at_level(logging.WARNING, logger="otel_tooleval.offload"):
+            for _ in range(20):
+                h.agent_run(["search"], agent="x")
+                time.sleep(0.05)
+            assert h.flush()
+        assert "could not load the config" in caplog.text and "unknown grader type" in caplog.text
+        assert offload.disabled and not offload.ready and offload.starts == 1
+        assert h.processor.stats()["runs"] == 20
+    finally:
+        h.close()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_fork_leaves_the_process_to_the_parent() -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        offload = _wait_ready(h)
+        parents = offload._proc
+        pid = os.fork()
+        if pid == 0:   # the child: no grading process of its own yet, grades all the same
+            code = 1
+            try:
+                mine = _offload(h)
+                assert mine._proc is None and not mine.ready and mine.starts == 0
+                before = h.processor.stats()["runs"]
+                h.agent_run(["search"], agent="in-child")
+                assert h.flush()
+                assert h.processor.stats()["runs"] == before + 1
+                code = 0
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0
+        h.agent_run(["search"], agent="in-parent")
+        assert h.flush()
+        assert offload._proc is parents and parents.poll() is None
+        (root,) = h.by_name("invoke_agent in-parent")
+        assert "tooleval.passed" in root.attributes
+    finally:
+        h.close()
+
+
+def test_grading_section_errors_name_the_field() -> None:
+    with pytest.raises(ConfigError, match=r"grading\.mode"):
+        load_config({"grading": {"mode": "fork"}})
+    with pytest.raises(ConfigError, match=r"grading\.process_timeout_seconds"):
+        load_config({"grading": {"process_timeout_seconds": 0}})
+    assert load_config({}).grading.mode == "thread"
+
+
+def test_process_unavailable_reasons(monkeypatch: pytest.MonkeyPatch) -> None:
+    config = load_config(_config(EVERY_FAMILY))
+    assert process_unavailable(config) is None
+    monkeypatch.setattr(sys, "executable", "")
+    assert "sys.executable" in (process_unavailable(config) or "")
+
+
+def test_frames_fall_back_to_pickle_and_end_cleanly() -> None:
+    import io
+
+    plain = encode(("runs", [(1, (1, 2), [], [], 0)]))
+    assert plain[4:5] == b"M"
+    odd = encode(("graded", [(1, ({"k": frozenset({1})}, None, None, [], True), None)]))
+    assert odd[4:5] in (b"M", b"P")
+    custom = encode(("x", ValueError("kept")))
+    assert custom[4:5] == b"P"
+    stream = io.BytesIO(plain + custom + custom[:7])
+    assert read_frame(stream) == ("runs", [(1, (1, 2), [], [], 0)])
+    assert read_frame(stream)[1].args == ("kept",)
+    with pytest.raises(EOFError):
+        read_frame(stream)   # a frame cut short
+
+
+def test_the_processor_never_raises_when_the_process_cannot_start(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        monkeypatch.setattr(sys, "executable", "/nonexistent/python")
+        for _ in range(3):
+            h.agent_run(["search"], agent="y")
+        assert h.flush()
+        assert h.processor.stats()["runs"] == 3
+        assert _offload(h).disabled and "cannot start" in (_offload(h).disabled or "")
+    finally:
+        h.close()
+
+
+def test_a_processor_built_in_code_keeps_the_default_thread() -> None:
+    processor = ToolEvalSpanProcessor(EVERY_FAMILY)
+    assert processor._offload is None
+    processor.shutdown()
