@@ -247,19 +247,7 @@ class GradingProcess:
         """End the child: end of input, then wait until ``deadline`` (then kill it)."""
         self.flush()
         proc = self._proc
-        if proc is None:
-            return True
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(max(deadline - time.monotonic(), 0.0))
-            return True
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            return False
+        return proc is None or _end(proc, max(deadline - time.monotonic(), 0.0))
 
     def after_fork_in_child(self) -> None:
         """A forked copy of the application: the grading process is the parent's, not ours.
@@ -344,15 +332,7 @@ class GradingProcess:
             lost = list(self._in_flight)
             self._proc, self._stdin, self.ready = None, None, False
             self._room.notify_all()
-        try:
-            if proc.stdin is not None:
-                proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            proc.wait(1.0)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        _end(proc, 1.0)
         if lost and not self.disabled:
             _log.warning("otel-tooleval: the grading process exited (status %s) with %d "
                          "runs unanswered", proc.returncode, len(lost))
@@ -372,6 +352,22 @@ class GradingProcess:
                 self._release_markers()
         with self._lock:
             self._release_markers()
+
+
+def _end(proc: subprocess.Popen[bytes], wait: float) -> bool:
+    """Close the child's input (it exits once it has answered), wait, then kill it; True when
+    it exited by itself."""
+    try:
+        if proc.stdin is not None:
+            proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(wait)
+        return True
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return False
 
 
 def _send(stream: IO[bytes], message: Any) -> None:
