@@ -33,7 +33,7 @@ import time
 from collections.abc import Callable
 from typing import IO, Any
 
-from .worker import Verdict, encode, read_frame
+from .worker import Verdict, read_frame, send
 
 __all__ = ["MAX_STARTS", "GradingProcess", "InFlight", "process_unavailable"]
 
@@ -151,7 +151,7 @@ class GradingProcess:
         assert proc.stdin is not None and proc.stdout is not None
         self._proc, self._stdin, self._hung = proc, proc.stdin, False
         try:
-            _send(proc.stdin, ("init", dict(self._config.document), self._config.source,
+            send(proc.stdin, ("init", dict(self._config.document), self._config.source,
                                self._full_details))
         except Exception:
             self._report("grading process start")
@@ -191,7 +191,7 @@ class GradingProcess:
         try:
             if stdin is None:
                 raise OSError("no grading process")
-            _send(stdin, ("runs", batch))
+            send(stdin, ("runs", batch))
             return True
         except (OSError, ValueError):   # gone (ValueError: its input was closed meanwhile)
             pass
@@ -368,8 +368,3 @@ def _end(proc: subprocess.Popen[bytes], wait: float) -> bool:
     except subprocess.TimeoutExpired:
         proc.kill()
         return False
-
-
-def _send(stream: IO[bytes], message: Any) -> None:
-    stream.write(encode(message))
-    stream.flush()

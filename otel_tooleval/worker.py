@@ -32,7 +32,13 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
-__all__ = ["Verdict", "encode", "grade_job", "read_frame", "verdict_of", "write_frame"]
+from .config import config_from_mapping
+from .emit.span import root_attributes, span_events
+from .grading import grade_run
+from .model import SpanRecord
+from .trajectory import run_from
+
+__all__ = ["Verdict", "encode", "grade_job", "read_frame", "send", "verdict_of"]
 
 _HEADER = struct.Struct("<I")
 _MARSHAL = b"M"
@@ -51,11 +57,10 @@ def encode(message: Any) -> bytes:
     return _HEADER.pack(len(body)) + body
 
 
-def write_frame(fd: int, message: Any) -> None:
-    """Write one frame to a file descriptor, whole (``os.write`` may write part of it)."""
-    view = memoryview(encode(message))
-    while view:
-        view = view[os.write(fd, view):]
+def send(stream: IO[bytes], message: Any) -> None:
+    """Write one frame to a buffered binary stream and flush it (both ends use this)."""
+    stream.write(encode(message))
+    stream.flush()
 
 
 def read_frame(stream: IO[bytes]) -> Any:
@@ -76,8 +81,6 @@ def verdict_of(report: Any, emit: Any, full: bool = False) -> Verdict | None:
     """What the parent needs of a ``RunReport`` (None: no grader applied to the run)."""
     if report is None:
         return None
-    from .emit.span import root_attributes, span_events
-
     run = report.run
     end = run.end_ns or 0
     return (
@@ -99,10 +102,6 @@ def _metric_details(details: Any) -> Any:
 
 def grade_job(job: Sequence[Any], config: Any) -> Any:
     """The ``RunReport`` of one job (None when no grader applies), as the thread would."""
-    from .grading import grade_run
-    from .model import SpanRecord
-    from .trajectory import run_from
-
     _, root, tools, models, dropped = job
     make = SpanRecord._make
     run = run_from(make(root), [make(t) for t in tools], [make(m) for m in models],
@@ -110,20 +109,18 @@ def grade_job(job: Sequence[Any], config: Any) -> Any:
     return grade_run(run, config)
 
 
-def serve(inp: IO[bytes], out_fd: int) -> int:
+def serve(inp: IO[bytes], out: IO[bytes]) -> int:
     """Answer init and batches until the end of input."""
     try:
         _, document, source, full = read_frame(inp)
     except EOFError:
         return 0
     try:
-        from .config import config_from_mapping
-
         config = config_from_mapping(document, source)
     except Exception as exc:   # the parent grades on its thread and says why, once
-        write_frame(out_fd, ("error", f"{type(exc).__name__}: {exc}"))
+        send(out, ("error", f"{type(exc).__name__}: {exc}"))
         return 1
-    write_frame(out_fd, ("ready", os.getpid()))
+    send(out, ("ready", os.getpid()))
     emit = config.emit
     while True:
         try:
@@ -138,15 +135,15 @@ def serve(inp: IO[bytes], out_fd: int) -> int:
             except Exception as exc:   # a bad record: the run is forwarded ungraded
                 error = f"{type(exc).__name__}: {exc}"
             answers.append((job[0], verdict, error))
-        write_frame(out_fd, ("graded", answers))
+        send(out, ("graded", answers))
 
 
 def main() -> int:
-    out_fd = os.dup(1)
+    out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)            # stray prints go to standard error, never into the frames
     sys.stdout = sys.stderr
     try:
-        return serve(sys.stdin.buffer, out_fd)
+        return serve(sys.stdin.buffer, out)
     except (BrokenPipeError, KeyboardInterrupt):
         return 0             # the parent went away: nobody is left to answer
 
