@@ -134,6 +134,11 @@ class TraceBuffers:
         the grading thread to take its root)."""
         return sum(not state.closed for state in list(self._traces.values()))
 
+    def closed(self) -> int:
+        """Finished traces remembered for late spans (tombstones): at most ``max_open_runs``,
+        each for ``tombstone_seconds``."""
+        return len(self._tombstones)
+
     def open_traces(self) -> list[TraceState]:
         with self._lock:
             return list(self._traces.values())

@@ -507,10 +507,12 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def stats(self) -> dict[str, int]:
         """Counters for tests and health checks: ``runs`` graded (``runs.failed`` of them did
-        not pass), ``dropped.<reason>``, ``late_spans``, ``open_traces``."""
+        not pass), ``dropped.<reason>``, ``late_spans``, ``open_traces``, ``closed_traces``
+        (finished traces remembered for late spans: at most ``limits.max_open_runs``)."""
         out = dict(self.graded)
         out.update(self._buffers.counts)
         out["open_traces"] = len(self._buffers)
+        out["closed_traces"] = self._buffers.closed()
         return out
 
 

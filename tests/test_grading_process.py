@@ -145,12 +145,34 @@ def test_process_mode_emits_what_the_thread_emits(pair: tuple[Harness, Harness])
 
 def test_runs_before_the_process_is_ready_are_graded_on_the_thread() -> None:
     h = Harness(_config(EVERY_FAMILY))
+    processor = h.processor
+    offload = processor._offload
+    assert offload is not None
+    sent: list[bool] = []        # what offload.available() answered, run by run
+    on_thread: list[int] = []    # runs the thread graded itself
+    available, grade = offload.available, processor._grade
+
+    def available_spy() -> bool:
+        sent.append(available())
+        return sent[-1]
+
+    def grade_spy(*args: Any) -> Any:
+        on_thread.append(1)
+        return grade(*args)
+
+    offload.available = available_spy  # type: ignore[method-assign]
+    processor._grade = grade_spy  # type: ignore[method-assign]
     try:
         for _ in range(20):   # the child takes ~0.5 s to start: these do not wait for it
             h.agent_run(["read_file", "search"], agent="early")
         assert h.flush()
         assert h.processor.stats()["runs"] == 20
         assert len(h.reports) == 20
+        # The first run starts the child, so it was not ready for it; every run it was not
+        # ready for was graded here, once, and the others went to it.
+        assert len(sent) == 20 and sent[0] is False
+        assert len(on_thread) == sent.count(False)
+        assert offload.starts == 1
     finally:
         h.close()
 

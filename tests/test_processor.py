@@ -407,6 +407,19 @@ def test_open_run_cap_evicts_the_oldest_and_keeps_grading() -> None:
         h.close()
 
 
+def test_finished_traces_are_remembered_up_to_the_open_run_cap() -> None:
+    h = Harness({**CONFIG, "limits": {"max_open_runs": 3}})
+    try:
+        for i in range(5):
+            h.agent_run(["search"], agent=f"a{i}")
+        h.flush()
+        stats = h.processor.stats()
+        assert stats["runs"] == 5 and stats["open_traces"] == 0
+        assert stats["closed_traces"] == 3   # the newest three; the oldest forgotten first
+    finally:
+        h.close()
+
+
 def test_calls_per_run_cap() -> None:
     h = Harness({**CONFIG, "limits": {"max_calls_per_run": 3}})
     try:

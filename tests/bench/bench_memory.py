@@ -4,7 +4,7 @@ A standalone script, not a pytest test::
 
     python tests/bench/bench_memory.py [--open-runs 1000] [--calls 0,1,10,50]
                                        [--spans 1000000] [--every 100000] [--run-calls 20]
-                                       [--no-tracemalloc] [--full]
+                                       [--no-tracemalloc] [--full] [--downstream-queue 2048]
 
 Every grader family is configured (``examples/all_families.yaml``: tool-calls, tool_trajectory,
 equal_function_sets, a letta tool grader, tool-call-order), with every emit channel on, on a
@@ -12,12 +12,19 @@ real ``TracerProvider`` whose processor forwards to a ``BatchSpanProcessor`` wit
 that drops everything, and real meter and logger providers.
 
 1. Steady state. Agent runs of ``--run-calls`` tool calls (and a model call every fifth call
-   and a final answer) are traced until ``--spans`` spans have been graded. After every
-   ``--every`` spans the grading is drained (``force_flush``) and the process's RSS (VmRSS from
-   /proc/self/status; "net RSS" less ``tracemalloc.get_tracemalloc_memory()``, the tables
-   tracemalloc itself keeps, which grow with its traces), ``tracemalloc``'s current size and
-   the interpreter's allocated blocks are recorded. The series is printed with the growth ratio of the last quarter's mean to
-   the first quarter's: memory must not grow (targets: RSS and blocks ratio <= 1.10;
+   and a final answer) are traced until ``--spans`` spans have been graded, after a warm-up
+   that runs until the processor's bounded tables are full (its tombstones: ``max_open_runs``
+   finished traces remembered for late spans). After every ``--every`` spans the grading is
+   drained (``force_flush``) and the process's RSS is read (VmRSS from /proc/self/status) twice:
+   as it is ("RSS MiB"), and after glibc's ``malloc_trim(0)`` has given the C heap's free pages
+   back, less ``tracemalloc.get_tracemalloc_memory()``, the tables tracemalloc itself keeps
+   ("net RSS"). The first is a high-water mark: when the downstream ``BatchSpanProcessor``'s
+   queue backs up for a moment (starved of the GIL in this synthetic loop, it logs "Queue
+   full"), the C heap grows by the backlog and keeps the pages, fragmented; the second is what
+   the process holds (``--downstream-queue 256`` makes that backlog, and its step, smaller).
+   ``tracemalloc``'s current size and the interpreter's allocated blocks
+   are recorded too. The series is printed with the growth ratio of the last quarter's mean
+   to the first quarter's: memory must not grow (targets: net RSS and blocks ratio <= 1.10;
    tracemalloc, which counts only what was allocated since it started, a few hundred KiB
    live, so that its ratio moves with any cache: last - first quarter <= 1 MiB). It runs
    first, so that the RSS series starts from this process's own baseline, not from the
@@ -40,6 +47,7 @@ report and returns its figures as a dict (``summary`` lists them with their targ
 from __future__ import annotations
 
 import argparse
+import ctypes
 import gc
 import json
 import statistics
@@ -122,14 +130,15 @@ class Tally:
 class Side:
     """A TracerProvider with (tooleval) or without (bare) the processor, same downstream."""
 
-    def __init__(self, tooleval: bool, config: dict[str, Any]) -> None:
+    def __init__(self, tooleval: bool, config: dict[str, Any], queue: int = 2048) -> None:
         self.exporter = DropExporter()
         self.meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
         self.logger_provider = LoggerProvider()
         self.logger_provider.add_log_record_processor(BatchLogRecordProcessor(DropLogs()))
         self.tally = Tally()
         self.provider = TracerProvider()
-        downstream = BatchSpanProcessor(self.exporter)
+        downstream = BatchSpanProcessor(self.exporter, max_queue_size=queue,
+                                        max_export_batch_size=min(512, queue))
         self.processor: ToolEvalSpanProcessor | None = None
         if tooleval:
             self.processor = ToolEvalSpanProcessor(
@@ -272,6 +281,17 @@ def per_run_and_call(config: dict[str, Any], n: int, ks: list[int]) -> dict[str,
 
 # -- 2. steady state ------------------------------------------------------------------------------
 
+def _malloc_trim() -> Any:
+    """glibc's ``malloc_trim``, or None (another C library)."""
+    try:
+        return ctypes.CDLL("libc.so.6").malloc_trim
+    except (OSError, AttributeError):
+        return None
+
+
+_TRIM = _malloc_trim()
+
+
 def _rss() -> int:
     for line in Path("/proc/self/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -290,12 +310,31 @@ def _growth(values: list[float]) -> float:
     return last / first if first else float("nan")
 
 
+def fill_tombstones(side: Side, run_calls: int) -> dict[str, Any]:
+    """Run agent runs until the processor's tombstones (finished traces remembered for late
+    spans) are as many as they will ever be: ``max_open_runs`` of them, or those of the last
+    ``tombstone_seconds`` at this rate. Without it the first part of the series grows by the
+    table filling up (about 100 B per finished trace), which is bounded, not a leak."""
+    assert side.processor is not None
+    limits = side.processor.config.limits
+    started = time.perf_counter()
+    runs = 0
+    while (side.processor.stats()["closed_traces"] < limits.max_open_runs
+           and time.perf_counter() - started < limits.tombstone_seconds + 1):
+        for _ in range(100):
+            agent_run(side.tracer, run_calls, -1)
+        runs += 100
+        side.flush()
+    return {"runs": runs, "seconds": time.perf_counter() - started,
+            "closed": side.processor.stats()["closed_traces"]}
+
+
 def steady_state(config: dict[str, Any], total: int, every: int, run_calls: int,
-                 use_tracemalloc: bool) -> dict[str, Any]:
+                 use_tracemalloc: bool, queue: int = 2048) -> dict[str, Any]:
     print(f"1. steady state: agent runs of {run_calls} tool calls until {total:,} spans are "
-          f"graded; memory after every {every:,} (grading drained, after gc)"
-          + ("" if use_tracemalloc else "; tracemalloc off"))
-    side = Side(True, config)
+          f"graded; memory after every {every:,} (grading drained, after gc); downstream "
+          f"queue {queue:,}" + ("" if use_tracemalloc else "; tracemalloc off"))
+    side = Side(True, config, queue)
     assert side.processor is not None
     if use_tracemalloc:
         tracemalloc.start()
@@ -304,6 +343,11 @@ def steady_state(config: dict[str, Any], total: int, every: int, run_calls: int,
         for _ in range(WARM_UP):                 # first-use caches, threads; not counted
             agent_run(side.tracer, run_calls, -1)
         side.flush()
+        warm = fill_tombstones(side, run_calls)
+        print(f"  warm-up: {WARM_UP + warm['runs']:,} runs in {warm['seconds']:.0f} s, until "
+              f"the finished traces remembered for late spans reached their steady number "
+              f"({warm['closed']:,}; bounded by limits.max_open_runs, each kept "
+              f"tombstone_seconds)")
         head = (f"  {'spans':>10}  {'runs':>7}  {'RSS MiB':>8}  {'net RSS':>8}  "
                 f"{'traced MiB':>10}  "
                 f"{'blocks':>10}  {'open traces':>11}  {'s':>6}")
@@ -320,8 +364,10 @@ def steady_state(config: dict[str, Any], total: int, every: int, run_calls: int,
                 side.flush()
                 gc.collect()
                 rss = _rss()
+                if _TRIM is not None:   # give back the C heap's free pages (see the docstring)
+                    _TRIM(0)
                 own = tracemalloc.get_tracemalloc_memory() if use_tracemalloc else 0
-                point = {"spans": spans, "runs": run, "rss": rss, "net_rss": rss - own,
+                point = {"spans": spans, "runs": run, "rss": rss, "net_rss": _rss() - own,
                          "traced": tracemalloc.get_traced_memory()[0] if use_tracemalloc else 0,
                          "blocks": sys.getallocatedblocks(),
                          "open_traces": side.processor.stats()["open_traces"],
@@ -337,7 +383,7 @@ def steady_state(config: dict[str, Any], total: int, every: int, run_calls: int,
             tracemalloc.stop()
         side.close()
     drops = {k: v for k, v in stats.items() if k.startswith("dropped") and v}
-    graded = side.tally.runs - WARM_UP
+    graded = side.tally.runs - WARM_UP - warm["runs"]
     out: dict[str, Any] = {
         "spans": spans, "runs": run, "graded": graded, "passed": side.tally.passed,
         "drops": drops, "series": series,
@@ -352,7 +398,8 @@ def steady_state(config: dict[str, Any], total: int, every: int, run_calls: int,
     out["traced_growth_bytes"] = last - first if use_tracemalloc else None
     first, last = _quarters([p["net_rss"] for p in series])
     out["rss_growth_bytes"] = last - first
-    print(f"  graded {graded:,}/{run:,} runs (+{WARM_UP} warm-up; failing graders, counts: "
+    print(f"  graded {graded:,}/{run:,} runs (+{WARM_UP + warm['runs']:,} warm-up; "
+          f"failing graders, counts: "
           f"{side.tally.failed_graders or 'none'}), drops {drops or 'none'}")
     traced = (f"tracemalloc current {out['traced_growth']:.3f}x "
               f"({out['traced_growth_bytes'] / 1024:+,.0f} KiB), " if use_tracemalloc else "")
@@ -379,6 +426,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-tracemalloc", action="store_true",
                         help="steady state: RSS and allocated blocks only (much faster)")
     parser.add_argument("--full", action="store_true", help="--spans 1000000")
+    parser.add_argument("--downstream-queue", type=int, default=2048,
+                        help="steady state: max_queue_size of the downstream BatchSpanProcessor "
+                             "(2048, the SDK's default)")
     opts = parser.parse_args(argv)
     if opts.full:
         opts.spans = 1_000_000
@@ -391,7 +441,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     started = time.perf_counter()
     # The steady state first: the RSS series then starts from this process's own baseline,
     # not from the high-water mark of the open-run measurements.
-    steady = steady_state(config, opts.spans, every, opts.run_calls, not opts.no_tracemalloc)
+    steady = steady_state(config, opts.spans, every, opts.run_calls, not opts.no_tracemalloc,
+                          opts.downstream_queue)
     open_figures = per_run_and_call(config, opts.open_runs, ks)
     args = list(sys.argv[1:] if argv is None else argv)
     cmd = " ".join(["python tests/bench/bench_memory.py", *args])
@@ -405,7 +456,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
          "met": None, "command": cmd},
     ]
     for key in growth_keys:
-        label = {"rss_growth": "RSS (net of tracemalloc's own memory)",
+        label = {"rss_growth": "RSS after malloc_trim, net of tracemalloc's own memory",
                  "blocks_growth": "allocated blocks",
                  "traced_growth": "tracemalloc current"}[key]
         summary.append({

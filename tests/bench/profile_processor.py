@@ -46,8 +46,8 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
 from otel_tooleval import ToolEvalSpanProcessor
-from otel_tooleval.assembly import RunJob
 from otel_tooleval._compat import detach, record_from_span, suppress_instrumentation
+from otel_tooleval.assembly import RunJob
 from otel_tooleval.trajectory import run_from
 
 
