@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from .graders import REGISTRY
@@ -104,7 +106,6 @@ class LimitsConfig(BaseModel):
     run_ttl_seconds: float = Field(default=600.0, gt=0)
     tombstone_seconds: float = Field(default=60.0, ge=0)
     queue_size: int = Field(default=1024, ge=1, description="runs waiting to be graded")
-    export_timeout_seconds: float = Field(default=30.0, gt=0)
     max_match_chars: int = Field(
         default=DEFAULT_MAX_MATCH_CHARS, ge=2,
         description="argument, result and message text longer than this is regex-searched "
@@ -114,6 +115,19 @@ class LimitsConfig(BaseModel):
         default=DEFAULT_GRADING_BUDGET_MS, ge=0, allow_inf_nan=False,
         description="CPU time the graders of one run may take; past it the remaining graders "
                     "give an error result (error.type budget_exceeded). 0: no budget")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _retired(cls, data: Any) -> Any:
+        # ``export_timeout_seconds`` (0.1-0.6) never bounded anything: every wait on the
+        # downstream is bounded by the ``timeout_millis`` of force_flush/shutdown. Still
+        # accepted, with a warning, so that a config that set it keeps loading.
+        if isinstance(data, Mapping) and "export_timeout_seconds" in data:
+            warnings.warn("limits.export_timeout_seconds has no effect and is ignored (waits on "
+                          "the downstream are bounded by force_flush/shutdown's timeout_millis); "
+                          "remove it from the config", FutureWarning, stacklevel=2)
+            data = {k: v for k, v in data.items() if k != "export_timeout_seconds"}
+        return data
 
 
 class EmitConfig(BaseModel):

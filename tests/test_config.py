@@ -99,3 +99,14 @@ def test_text_too_long_for_a_path_is_read_as_config_text() -> None:
     from otel_tooleval.config import ConfigError, load_config
     with _pytest.raises(ConfigError, match="mapping"):
         load_config("(" * 300 + ")" * 300)
+
+
+def test_retired_export_timeout_still_loads_with_a_warning() -> None:
+    source = {"graders": [{"type": "tool-calls", "config": {"required": ["bash"]}}],
+              "limits": {"export_timeout_seconds": 5, "queue_size": 7}}
+    with pytest.warns(FutureWarning, match="export_timeout_seconds has no effect"):
+        config = load_config(source)
+    assert config.limits.queue_size == 7
+    assert not hasattr(config.limits, "export_timeout_seconds")
+    with pytest.raises(ConfigError, match="limits.export_timeout_second"):
+        load_config({**source, "limits": {"export_timeout_second": 5}})   # a typo still fails
