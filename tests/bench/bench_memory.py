@@ -5,6 +5,7 @@ A standalone script, not a pytest test::
     python tests/bench/bench_memory.py [--open-runs 1000] [--calls 0,1,10,50]
                                        [--spans 1000000] [--every 100000] [--run-calls 20]
                                        [--no-tracemalloc] [--full] [--downstream-queue 2048]
+                                       [--max-open-runs N]
 
 Every grader family is configured (``examples/all_families.yaml``: tool-calls, tool_trajectory,
 equal_function_sets, a letta tool grader, tool-call-order), with every emit channel on, on a
@@ -38,10 +39,12 @@ that drops everything, and real meter and logger providers.
    allocation sites.
 
 ``tracemalloc`` slows the steady-state run several times (a million spans take minutes on
-two cores); ``--no-tracemalloc`` records RSS and allocated blocks only. The defaults are the
-full sizes but 300,000 spans; ``--full`` is ``--spans 1000000``. ``main(argv)`` prints the
-report and returns its figures as a dict (``summary`` lists them with their targets, for
-``run_all.py``).
+two cores); ``--no-tracemalloc`` records RSS and allocated blocks only. ``--max-open-runs N``
+overrides the config's ``limits.max_open_runs`` (10,000) in both parts, so that the warm-up
+fills a smaller tombstone table (for a quick smoke run: ``tests/test_benches.py``). The
+defaults are the full sizes but 300,000 spans; ``--full`` is ``--spans 1000000``.
+``main(argv)`` prints the report and returns its figures as a dict (``summary`` lists them
+with their targets, for ``run_all.py``).
 """
 
 from __future__ import annotations
@@ -429,12 +432,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--downstream-queue", type=int, default=2048,
                         help="steady state: max_queue_size of the downstream BatchSpanProcessor "
                              "(2048, the SDK's default)")
+    parser.add_argument("--max-open-runs", type=int, default=None,
+                        help="override the config's limits.max_open_runs, in both parts "
+                             "(default: the config's, 10,000): a smaller tombstone table to "
+                             "fill in the warm-up")
     opts = parser.parse_args(argv)
     if opts.full:
         opts.spans = 1_000_000
     every = opts.every or max(opts.spans // 10, 1)
     ks = sorted({int(k) for k in opts.calls.split(",")})
     config = load_all_families()
+    if opts.max_open_runs is not None:
+        config["limits"] = {**(config.get("limits") or {}), "max_open_runs": opts.max_open_runs}
     families = sorted({g.get("type") or g.get("kind") for g in config["graders"]})
     print(f"python {sys.version.split()[0]}; graders: {', '.join(families)} "
           f"({CONFIG_PATH.relative_to(ROOT)}); limits {config.get('limits')}\n")

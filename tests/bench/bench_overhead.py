@@ -15,7 +15,9 @@ everything) behind a ``BatchSpanProcessor``:
   below: the families of ``examples/all_families.yaml``, each configured for this workload's
   tools, and the default emission: span events, root attributes, log events and metrics), or
   the grader config given with ``--config``; graded on a thread (``grading.mode: thread``, the
-  default) or in a grading process (``--grading process``). Verdicts are tallied from the
+  default) or in a grading process (``--grading process``: before the first measurement, runs
+  go through until the grading process is ready, since until then runs are graded on the
+  thread, which would be measured as thread mode). Verdicts are tallied from the
   processor's ``stats()`` (an ``on_report`` callback would make the process mode rebuild
   each run in the application's process).
 
@@ -307,6 +309,22 @@ def measure_root_end(side: Side, workload: Workload, runs: int,
     return [run_agent_timing_root_end(tracer, workload) for _ in range(runs)]
 
 
+def wait_for_grading_process(side: Side, workload: Workload, timeout_s: float = 30.0
+                             ) -> float | None:
+    """Process mode: agent runs until the grading process is ready (it starts on the first
+    run, ~0.5 s; runs before are graded on the thread); the seconds it took, None if never."""
+    offload = side.processor._offload if side.processor else None
+    if offload is None:
+        return None
+    started = time.monotonic()
+    while (not offload.ready and not offload.disabled
+           and time.monotonic() - started < timeout_s):
+        run_agent(side.tracer, workload)
+        time.sleep(0.05)
+    side.flush()
+    return time.monotonic() - started if offload.ready else None
+
+
 # -- main -------------------------------------------------------------------------------------
 
 TARGET_ROOT_END = 2.0
@@ -469,11 +487,19 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     graders = loaded.graders if loaded else ()
     mode = loaded.grading.mode if loaded else "thread"
     print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders)}; grading: {mode}")
+    offload = tooleval.processor._offload if tooleval.processor else None
+    if offload is not None:
+        ready_s = wait_for_grading_process(tooleval, Workload(min(sizes), opts.per_turn))
+        print(f"grading process: ready after {ready_s:.1f} s" if ready_s is not None else
+              f"grading process: NOT ready, runs graded on the thread ({offload.disabled})")
     started = time.perf_counter()
     results = []
     for n in sizes:
         print(f"\n=== runs of {n} tool calls ===")
         results.append(bench_size(Workload(n, opts.per_turn), both, opts))
+    # process mode: the grading process still answering, and started once (it never exited)
+    process = ({"ready": offload.ready, "starts": offload.starts}
+               if offload is not None else None)
     for side in both:
         side.provider.shutdown()
 
@@ -492,7 +518,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           f"{time.perf_counter() - started:.0f} s")
     return {"target": TARGET, "root_end_target": TARGET_ROOT_END, "grading": mode,
             "graders": [g.type for g in graders], "sizes": results,
-            "runs_passed": reports.passed, "runs_failed": reports.failed}
+            "runs_passed": reports.passed, "runs_failed": reports.failed,
+            "grading_process": process}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,303 @@
+"""Smoke test of the benchmark scripts in ``tests/bench/``: each still runs, at tiny sizes.
+
+Every bench runs in a fresh Python process through ``run_all.py``'s own child mode
+(``run_all.run_bench``), so that its providers, threads and grading processes stay out of this
+one; its figures come back as JSON and go through ``run_all``'s row builders and
+``print_table``, as in a real run. The arguments are ``run_all``'s own (so that every option it
+passes still parses), followed by tiny sizes that override them.
+
+Nothing here is timed (benchmarks print ratios measured in one run; they are not timed
+assertions): only what holds on any machine is checked, the keys the row builders read,
+counts that add up (every run graded, every span sent counted) and rows that show a value.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.bench import bench_files, bench_graders, bench_serve, run_all
+from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
+
+BENCH_DIR = Path(run_all.__file__).resolve().parent
+BENCHES = {bench.name: bench for bench in run_all.BENCHES}
+TIMEOUT_S = 120   # per bench; each takes a few seconds at these sizes
+
+Check = Callable[[dict[str, Any], str, list[run_all.Row]], None]
+
+
+def _bench(name: str, module: str | None = None) -> run_all.Bench:
+    """The bench as ``run_all`` runs it, or a script it does not run (``module``)."""
+    return BENCHES[name] if module is None else run_all.Bench(name, module, (), ())
+
+
+def _run(bench: run_all.Bench, tiny: Sequence[str], capfd: pytest.CaptureFixture[str],
+         monkeypatch: pytest.MonkeyPatch) -> tuple[dict[str, Any], str, list[str]]:
+    """Figures and printed output of one bench run in a child process, and its argv."""
+    monkeypatch.setattr(run_all, "TIMEOUT_S", TIMEOUT_S)
+    argv = [*bench.modest, *tiny]
+    figures, _seconds = run_all.run_bench(bench, argv)
+    out = capfd.readouterr().out
+    assert "error" not in figures, f"{bench.module} {argv}: {figures['error']}\n{out}"
+    assert "skipped" not in figures, figures["skipped"]
+    assert figures, f"{bench.module} returned no figures"
+    return figures, out, argv
+
+
+def _rows(name: str, bench: run_all.Bench, figures: dict[str, Any], argv: list[str],
+          capfd: pytest.CaptureFixture[str]) -> list[run_all.Row]:
+    """``run_all``'s table rows of these figures, printed as ``run_all`` prints them."""
+
+    def cmd(args: list[str]) -> str:
+        return run_all.command(bench, args)
+
+    make = run_all.ROWS.get(name)
+    rows = (make(figures, cmd, argv) if make is not None
+            else run_all.rows_generic(figures, cmd, argv, name))
+    assert rows, f"{name}: no rows from {sorted(figures)}"
+    run_all.print_table(rows)
+    table = capfd.readouterr().out.splitlines()
+    assert len(table) == len(rows) + 2    # header, rule, one line per row
+    for row, line in zip(rows, table[2:]):
+        assert row.figure and row.figure in line
+        assert row.measured and row.measured in line
+        assert bench.module in row.command
+    return rows
+
+
+def _no_missing(rows: list[run_all.Row], *, except_prefix: str | None = None) -> None:
+    for row in rows:
+        if except_prefix is not None and row.figure.startswith(except_prefix):
+            continue
+        assert "n/a" not in row.measured and "nan" not in row.measured.lower(), row
+
+
+# -- overhead, in both grading modes ------------------------------------------------------------
+
+OVERHEAD_TINY = ["--pairs", "7", "--runs", "1", "--warmup", "1", "--root-runs", "1"]
+OVERHEAD_SIZE_KEYS = {"calls", "spans_per_run", "ratio", "cpu_ratio", "root_end_ratio",
+                      "root_end_bare_us", "root_end_tooleval_us", "runs_graded",
+                      "runs_expected", "drops", "spans_sent", "exported_bare",
+                      "exported_tooleval"}
+
+
+def _check_overhead(fig: dict[str, Any], mode: str, calls: list[int],
+                    rows: list[run_all.Row]) -> None:
+    assert fig["grading"] == mode
+    assert fig["graders"] == [g.get("type") or g.get("kind") for g in EVERY_FAMILY["graders"]]
+    assert [size["calls"] for size in fig["sizes"]] == calls
+    runs_per_size = 2 * 1 + 7 * (1 + 1)   # warm-up on both sides, pairs x (runs + root runs)
+    for size in fig["sizes"]:
+        assert OVERHEAD_SIZE_KEYS <= set(size)
+        assert size["runs_expected"] == runs_per_size
+        assert size["runs_graded"] == size["runs_expected"], size
+        assert size["drops"] == {}
+        assert size["spans_sent"] == runs_per_size * size["spans_per_run"]
+        assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+        assert all(math.isfinite(size[k]) and size[k] > 0
+                   for k in ("ratio", "cpu_ratio", "root_end_ratio"))
+    graded = sum(size["runs_graded"] for size in fig["sizes"])
+    if mode == "thread":
+        assert fig["grading_process"] is None
+        assert fig["runs_passed"] + fig["runs_failed"] == graded
+    else:   # the grading process was ready before the first measurement and never exited
+        assert fig["grading_process"] == {"ready": True, "starts": 1}
+        assert fig["runs_passed"] + fig["runs_failed"] > graded   # + the runs that waited
+    # three rows per size (overhead, app-thread CPU, root end()); a count that did not add up
+    # would add a row of its own
+    assert len(rows) == 3 * len(calls)
+    assert [r.figure.split(":")[0] for r in rows[::3]] == [
+        f"overhead, runs of {n} calls" for n in calls]
+    _no_missing(rows)
+
+
+def test_bench_overhead_thread(capfd: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("overhead")
+    fig, _, argv = _run(bench, ["--calls", "1,5", *OVERHEAD_TINY], capfd, monkeypatch)
+    _check_overhead(fig, "thread", [1, 5], _rows("overhead", bench, fig, argv, capfd))
+
+
+def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
+                                monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("overhead-process")
+    assert "--grading" in bench.modest
+    fig, out, argv = _run(bench, ["--calls", "3", *OVERHEAD_TINY], capfd, monkeypatch)
+    assert "grading process: ready after" in out
+    _check_overhead(fig, "process", [3], _rows("overhead-process", bench, fig, argv, capfd))
+
+
+# -- graders ------------------------------------------------------------------------------------
+
+def test_bench_graders(capfd: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("graders")
+    fig, _, argv = _run(bench, ["--sizes", "10,1000", "--repeat", "1", "--lcs", "200"],
+                        capfd, monkeypatch)
+    assert fig["sizes"] == [10, 1000]
+    per_run = fig["ms_per_run"]
+    assert set(per_run) == {*bench_graders.FAMILIES, "ALL FAMILIES", "build run"}
+    for family, values in per_run.items():   # a figure per family per size
+        assert len(values) == 2 and all(math.isfinite(v) and v >= 0 for v in values), family
+    assert fig["lcs_calls"] == 200
+    assert set(fig["lcs"]) == {"length", "with subsequence"}
+    for values in fig["lcs"].values():
+        assert 0 < values["lcs"] <= 200
+        assert values["peak_mib"] > 0 and math.isfinite(values["memory_growth"])
+    rows = _rows("graders", bench, fig, argv, capfd)
+    # per size: every family, building the run; per LCS variant: time, memory
+    assert len(rows) == 2 * 2 + 2 * 2
+    assert rows[2].target == "< 5 ms"   # the 1,000-call run has its target
+    _no_missing(rows)
+
+
+# -- memory -------------------------------------------------------------------------------------
+
+MEMORY_TINY = ["--max-open-runs", "100", "--run-calls", "7", "--spans", "400", "--every", "100",
+               "--open-runs", "20", "--calls", "0,1"]
+
+
+def test_bench_memory(capfd: pytest.CaptureFixture[str],
+                      monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("memory")
+    fig, out, argv = _run(bench, MEMORY_TINY, capfd, monkeypatch)
+    assert "'max_open_runs': 100" in out.splitlines()[0]   # the override, in the header
+    # the warm-up filled the tombstone table to its bound, no further
+    filled = re.search(r"reached their steady number \(([\d,]+);", out)
+    assert filled and filled.group(1) == "100", out
+    steady = fig["steady"]
+    assert steady["runs"] > 0 and steady["graded"] == steady["runs"]
+    assert steady["spans"] >= 400 and steady["drops"] == {}
+    assert len(steady["series"]) == 4   # one point per 100 spans
+    assert all(p["open_traces"] == 0 for p in steady["series"])
+    for key in ("blocks_growth", "rss_growth"):
+        assert math.isfinite(steady[key]) and steady[key] > 0, key
+    assert steady["traced_growth_bytes"] is not None   # tracemalloc was on (the default)
+    opened = fig["open"]
+    assert opened["open_runs"] == 20
+    assert [r["calls"] for r in opened["rows"]] == [0, 1]
+    assert math.isfinite(opened["bytes_per_open_run"])
+    assert math.isfinite(opened["bytes_per_buffered_call"])
+    rows = _rows("memory", bench, fig, argv, capfd)
+    # per open run, per buffered call, net RSS, blocks, tracemalloc: the bench's own summary
+    assert len(rows) == len(fig["summary"]) == 5
+    _no_missing(rows)
+
+
+# -- files and serve ----------------------------------------------------------------------------
+
+def _whole_runs(spans: int, per_run: int) -> int:
+    """Both inputs are whole agent runs: at least ``spans`` spans."""
+    return math.ceil(spans / per_run)
+
+
+def test_bench_files(capfd: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("files")
+    fig, _, argv = _run(bench, ["--spans", "200,400"], capfd, monkeypatch)
+    per_run = 1 + bench_files.RUN_CALLS + math.ceil(bench_files.RUN_CALLS
+                                                    / bench_files.MODEL_EVERY)
+    measured = [(r["spans_in"], r["stage"]) for r in fig["rows"]]
+    assert measured == [(n, s) for n in (200, 400) for s in ("parse", "assemble", "grade")]
+    for r in fig["rows"]:
+        runs = _whole_runs(r["spans_in"], per_run)
+        assert r["spans"] == runs * per_run, r    # every span written was read
+        assert r["problems"] == 0
+        if r["stage"] != "parse":
+            assert r["traces"] == runs
+        if r["stage"] == "grade":
+            assert r["runs"] == runs and r["passed"] <= runs
+    assert set(fig["grade_spans_per_s"]) == set(fig["grade_rss_growth_mib"]) == {"200", "400"}
+    assert fig["input_ratio"] == 2
+    rows = _rows("files", bench, fig, argv, capfd)
+    assert len(rows) == 3   # one per size, and the memory growth between them
+    # a growth ratio needs the small input to have grown the peak RSS at all
+    ratio = fig["memory_growth_ratio"]
+    _no_missing(rows, except_prefix=None if math.isfinite(ratio) else "  ... grade's memory")
+
+
+def test_bench_serve(capfd: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("serve")
+    tiny = ["--spans", "200", "--rounds", "3", "--batch", "64", "--decision-wait", "0.1"]
+    fig, _, argv = _run(bench, tiny, capfd, monkeypatch)
+    per_run = 1 + bench_serve.RUN_CALLS + math.ceil(bench_serve.RUN_CALLS
+                                                    / bench_serve.MODEL_EVERY)
+    sent = 3 * _whole_runs(200, per_run) * per_run
+    assert fig["spans_per_round"] == 200
+    assert len(fig["rounds"]) == 3 and len(fig["rss_mib"]) == 3
+    assert fig["accepted_spans"] == sent        # every span sent was accepted ...
+    assert fig["forwarded_spans"] == sent       # ... and forwarded to the next hop
+    assert all(r > 0 for r in fig["rss_mib"])
+    rows = _rows("serve", bench, fig, argv, capfd)
+    assert len(rows) == 2   # graded throughput, RSS after each round
+    _no_missing(rows)
+
+
+# -- scripts run_all does not run ---------------------------------------------------------------
+
+def test_bench_hooks(capfd: pytest.CaptureFixture[str],
+                     monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("hooks", "bench_hooks")
+    fig, _, argv = _run(bench, ["--calls", "3,10", "--spans", "60", "--repeats", "1"],
+                        capfd, monkeypatch)
+    assert set(fig) == {"3", "10"}   # JSON keys: the run sizes
+    for figures in fig.values():
+        assert set(figures) == {"null", "forward", "tooleval"}
+        assert all(math.isfinite(v) and v > 0 for v in figures.values())
+    rows = _rows("hooks", bench, fig, argv, capfd)
+    assert len(rows) == 6
+    _no_missing(rows)
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_profile_grading_side(mode: str, capfd: pytest.CaptureFixture[str],
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("grading-side", "profile_grading_side")
+    fig, _, argv = _run(bench, ["--grading", mode, "--calls", "3", "--spans", "60"],
+                        capfd, monkeypatch)
+    assert {"process_us_per_run", "app_thread_us_per_run", "other_threads_us_per_run",
+            "_grade_and_forward", "_emit"} <= set(fig)
+    # the steps of the grading process ran only when runs went to it
+    in_process = {"submit", "flush", "read_frame", "_finish_verdict"}
+    if mode == "process":
+        assert in_process <= set(fig)
+    else:
+        assert not in_process & set(fig)
+    rows = _rows("grading-side", bench, fig, argv, capfd)
+    assert len(rows) == len(fig)
+    _no_missing(rows)
+
+
+def test_profile_processor(capfd: pytest.CaptureFixture[str],
+                           monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("processor", "profile_processor")
+    fig, _, argv = _run(bench, ["--calls", "3", "--runs", "2", "--repeat", "1"],
+                        capfd, monkeypatch)
+    stages = fig["stages_us"]
+    graders = {f"grader {g.get('type') or g.get('kind')}" for g in EVERY_FAMILY["graders"]}
+    assert graders <= set(stages)
+    assert {"members", "run_from (calls)", "annotated root copy", "TOTAL"} <= set(stages)
+    assert fig["grading_us_per_run"] == stages["TOTAL"]
+    assert len(fig["app_us_per_span"]) == 4 and math.isfinite(fig["hooks_us_per_span"])
+    rows = _rows("processor", bench, fig, argv, capfd)
+    _no_missing(rows)
+
+
+# -- every script is covered --------------------------------------------------------------------
+
+COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_memory", "bench_files",
+                   "bench_serve", "bench_hooks", "profile_grading_side", "profile_processor"}
+
+
+def test_every_bench_has_a_smoke_test() -> None:
+    scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"__init__", "run_all"}
+    assert scripts == COVERED_MODULES
+    assert set(BENCHES) == {"overhead", "overhead-process", "graders", "memory", "files",
+                            "serve"}
+    assert set(BENCHES) <= set(run_all.ROWS) | {"memory"}   # memory: its own summary
