@@ -145,7 +145,8 @@ class ToolEvalSpanExporter(SpanExporter):
         """Decide every open trace (graded with what arrived), forward, shut the wrapped down.
 
         Bounded by ``timeout_millis`` even when the wrapped exporter hangs: held spans that
-        cannot be handed to it in time are counted (``reason=shutdown``) and logged.
+        cannot be handed to it in time are counted (``reason=shutdown`` for held run roots,
+        ``export_deadline`` for spans passing through) and logged.
         """
         if self._shut_down:
             return True
@@ -197,7 +198,7 @@ class ToolEvalSpanExporter(SpanExporter):
 
     def _forward_held(self, spans: list[ReadableSpan]) -> None:
         """The grader's ``forward``: held spans (roots with verdicts) after a decision."""
-        self._export_wrapped(spans)
+        self._export_wrapped(spans, held=True)
 
     def _acquire(self, deadline: float | None = None) -> bool:
         """Take the lock; give up at ``deadline`` or at the shutdown deadline."""
@@ -210,9 +211,9 @@ class ToolEvalSpanExporter(SpanExporter):
                 return False
         return True
 
-    def _export_wrapped(self, spans: list[ReadableSpan]) -> SpanExportResult:
+    def _export_wrapped(self, spans: list[ReadableSpan], held: bool = False) -> SpanExportResult:
         if not self._acquire():
-            self._dropped(len(spans))
+            self._dropped(len(spans), held)
             return SpanExportResult.FAILURE
         token = suppress_instrumentation()
         try:
@@ -225,10 +226,12 @@ class ToolEvalSpanExporter(SpanExporter):
             self._lock.release()
         return result if isinstance(result, SpanExportResult) else SpanExportResult.SUCCESS
 
-    def _dropped(self, n: int) -> None:
-        """Spans the wrapped exporter could not take before the shutdown deadline."""
+    def _dropped(self, n: int, held: bool) -> None:
+        """Spans the wrapped exporter could not take before the shutdown deadline: held run
+        roots count as ``shutdown`` (one per run, as the processor counts), spans passing
+        through as ``export_deadline`` (one per span)."""
         if self._grader is not None:
-            self._grader._drop_count(n)
+            self._grader._drop_count(n, "shutdown" if held else "export_deadline")
         if "deadline" not in self._reported:
             self._reported.add("deadline")
             _log.warning("otel-tooleval: the wrapped exporter was still busy at the shutdown "

@@ -475,10 +475,10 @@ class TailGrader(Generic[H]):
                     self._report("forwarding")
         return ok
 
-    def _drop_count(self, n: int) -> None:
+    def _drop_count(self, n: int, reason: str = "shutdown") -> None:
         if n:
-            self.buffers.counts["dropped.shutdown"] += n
-            self._count_drop("shutdown", n)
+            self.buffers.counts["dropped." + reason] += n
+            self._count_drop(reason, n)
 
     def stats(self) -> dict[str, int]:
         out = dict(self.graded)

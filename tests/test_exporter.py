@@ -338,20 +338,33 @@ def test_hanging_wrapped_exporter_flush_and_shutdown_are_bounded() -> None:
             tracer.start_as_current_span("execute_tool search",
                                          attributes={"gen_ai.tool.name": "search"}):
         pass
-    child, root = memory.get_finished_spans()
+    with tracer.start_as_current_span("invoke_agent b", attributes=AGENT), \
+            tracer.start_as_current_span("GET /weather"), \
+            tracer.start_as_current_span("connect"):
+        pass
+    child, root, http, connect = memory.get_finished_spans()[:4]
     stuck = threading.Thread(target=exporter.export, args=([child],), daemon=True)
     stuck.start()                                  # holds the lock inside the wrapped export
     assert wrapped.entered.wait(5)
     assert exporter.export([root]) is SpanExportResult.SUCCESS   # held; forwarded later
+    results: list[SpanExportResult] = []           # two spans passing through wait behind it
+    waiting = threading.Thread(target=lambda: results.append(exporter.export([connect, http])),
+                               daemon=True)
+    waiting.start()
     started = time.monotonic()
     assert exporter.force_flush(300) is False
     assert exporter.shutdown(timeout_millis=500) is False
     assert time.monotonic() - started < 2.5
     assert wrapped.shutdowns == 1                  # called even though export is stuck
+    waiting.join(5)
+    assert results == [SpanExportResult.FAILURE]   # given up at the deadline, and counted
     until = time.monotonic() + 2     # the grading thread gives up at the deadline, too
-    while not exporter.stats().get("dropped.shutdown") and time.monotonic() < until:
+    while exporter.stats().get("dropped.shutdown", 0) < 2 and time.monotonic() < until:
         time.sleep(0.02)
-    assert exporter.stats()["dropped.shutdown"] == 1   # the held root: it could not go on
+    stats = exporter.stats()
+    # per run: the held root of a (it could not go on) and b, whose root never arrived
+    assert stats["dropped.shutdown"] == 2
+    assert stats["dropped.export_deadline"] == 2   # the spans passing through, one each
     wrapped.release.set()
     stuck.join(5)
     provider.shutdown()
