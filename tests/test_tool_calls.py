@@ -216,6 +216,80 @@ def test_step_is_where_the_call_was_issued_and_unmarked_runs_are_step_zero() -> 
     assert load_config(config).graders[0].grader.grade(run).passed
 
 
+def test_step_is_the_turn_that_issued_the_call_not_where_its_result_arrived() -> None:
+    # seeds/tool-calls.txt, "at_step / before_step": "The step is the turn in which the tool was
+    # invoked (the tool_call), not where its result arrived."  SEMANTICS 1 "Steps": the last
+    # model-call span that started before the call started; calls before any are step 0.
+    from otel_tooleval.model import SpanRecord
+    from otel_tooleval.trajectory import RunPolicy, build_run
+
+    chat = {"gen_ai.operation.name": "chat"}
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 1000, {"gen_ai.operation.name": "invoke_agent"})
+    spans = [
+        SpanRecord(1, 2, 1, "early", 5, 8, {"gen_ai.tool.name": "early"}),   # before any turn
+        SpanRecord(1, 3, 1, "chat", 10, 20, chat),                            # step 0
+        # issued in step 0; its result only arrives after step 1's model call started
+        SpanRecord(1, 4, 1, "slow", 30, 200, {"gen_ai.tool.name": "slow",
+                                              "gen_ai.tool.call.result": "done"}),
+        SpanRecord(1, 5, 1, "chat", 100, 110, chat),                          # step 1
+        SpanRecord(1, 6, 1, "next", 120, 130, {"gen_ai.tool.name": "next"}),
+    ]
+    run = build_run(root, spans, RunPolicy())
+    assert [(c.name, c.step) for c in run.calls] == [("early", 0), ("slow", 0), ("next", 1)]
+
+    def passes(entry: dict[str, object]) -> bool:
+        return load_config(cfg(required=[entry])).graders[0].grader.grade(run).passed
+
+    assert passes({"name": "^slow$", "at_step": 0})
+    assert not passes({"name": "^slow$", "at_step": 1})
+    assert passes({"name": "^slow$", "before_step": 1})
+    assert passes({"name": "^early$", "at_step": 0})
+    assert passes({"name": "^next$", "at_step": 1, "before_step": 2})
+    assert not passes({"name": "^next$", "before_step": 1})
+
+
+def test_min_count_counts_completed_calls_only() -> None:
+    # SEMANTICS 3 tool-calls: "`min_count` counts completed matching calls" (the page: "at least
+    # N matching (completed) calls"); a pending call does not count, a failed one does.
+    config = cfg(required=[{"name": "^upload$", "min_count": 2}])
+    r = grade(config, [call("upload", {}), call("upload", {}, pending=True)])
+    assert (r.passed, r.score) == (False, 0.0)
+    assert grade(config, [call("upload", {}), call("upload", {}, error="503")]).passed
+
+
+def test_args_every_listed_argument_must_be_present_and_match() -> None:
+    # seeds/tool-calls.txt: "Every listed argument must be present and match."
+    config = cfg(required=[{"name": "^web_search$",
+                            "args": {"query": "release notes", "site": "github"}}])
+    assert grade(config, [call("web_search", {"query": "release notes", "site": "github.com"})
+                          ]).passed
+    assert not grade(config, [call("web_search", {"query": "release notes"})]).passed
+    assert not grade(config, [call("web_search", {"query": "release notes",
+                                                  "site": "gitlab.com"})]).passed
+
+
+def test_disallowed_is_violated_only_by_calls_matching_its_args_and_result_filters() -> None:
+    # seeds/tool-calls.txt: "A disallowed matcher is violated when any tool call matches it
+    # (including its args / result filters)."
+    config = cfg(disallowed=[{"name": "^http_get$", "args": {"url": "^http://"}},
+                             {"name": "^bash$", "result": "Permission denied"}])
+    r = grade(config, [call("http_get", {"url": "https://a.example"}),
+                       call("bash", {"command": "ls"}, "a b c")])
+    assert (r.passed, r.score) == (True, 1.0)
+    r = grade(config, [call("http_get", {"url": "https://a.example"}),
+                       call("http_get", {"url": "http://b.example"}),
+                       call("bash", {"command": "cat /root/x"}, "cat: Permission denied")])
+    assert (r.passed, r.score) == (False, 0.0)
+    assert [c["calls"] for c in r.details["checks"]] == [[1], [2]]
+
+
+def test_result_json_keeps_non_ascii_characters() -> None:
+    # SEMANTICS 3 tool-calls: non-string results are matched as
+    # json.dumps(value, separators=(",", ":"), ensure_ascii=False): no \\u escapes, no spaces.
+    config = cfg(required=[{"name": "t", "result": '"city":"Zürich","temp":\\[21,22\\]'}])
+    assert grade(config, [call("t", {}, {"city": "Zürich", "temp": [21, 22]})]).passed
+
+
 def test_pending_calls_count_for_disallowed_not_for_required() -> None:
     config = cfg(required=["deploy"], disallowed=["drop_table"])
     r = grade(config, [call("deploy", {}, pending=True), call("drop_table", {}, pending=True)])
