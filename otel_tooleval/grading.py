@@ -76,8 +76,28 @@ def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig) -> list
 
 
 def grade_spans(spans: Iterable[Any], config: Any) -> list[RunReport]:
-    """Grade finished ``ReadableSpan``s (e.g. from an ``InMemorySpanExporter``)."""
+    """Grade finished ``ReadableSpan``s (e.g. from an ``InMemorySpanExporter``).
+
+    Spans without a span context (built by hand, as the UiPath SDK's docs build an execution's
+    ``agent_trace``) belong to no trace: together they are one run, in their list order, under
+    a root standing for the whole list (from the first start to the last end).
+    """
     from ._compat import record_from_span
     from .config import load_config
 
-    return grade_records((record_from_span(s) for s in spans), load_config(config))
+    cfg = load_config(config)
+    traced: list[SpanRecord] = []
+    loose: list[SpanRecord] = []
+    for span in spans:
+        record = record_from_span(span)
+        # A valid span id is never 0: record_from_span gives 0 to a span without a context.
+        (loose if record.span_id == 0 else traced).append(record)
+    reports = grade_records(traced, cfg)
+    if loose:
+        ends = [r.end_ns for r in loose if r.end_ns is not None]
+        root = SpanRecord(0, 1, 0, "agent_trace", min(r.start_ns for r in loose),
+                          max(ends) if ends else None, {})
+        report = grade_run(build_run(root, loose, cfg.policy), cfg)
+        if report is not None:
+            reports.append(report)
+    return reports

@@ -8,7 +8,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
@@ -333,6 +333,75 @@ def test_uipath_sdk_spans_through_the_real_sdk() -> None:
     (result,) = reports[0].results
     assert result.score == 0.75
     assert result.details["actual_tool_calls_order"] == ["search", "filter", "display"]
+
+
+def page_spans(*names: str) -> list[ReadableSpan]:
+    """The page's ``mock_spans``, built exactly as it builds them: no span context, no parent."""
+    return [ReadableSpan(name=n, start_time=i, end_time=i + 1, attributes={"tool.name": n})
+            for i, n in enumerate(names)]
+
+
+# seeds/tool-call-order.txt, "Examples": every example passes its mock spans (ReadableSpans with
+# no context) as the execution's agent_trace, so the whole list is one run and grade_spans
+# must grade it as one (it graded nothing before 0.6.1).
+@pytest.mark.parametrize(("section", "strict", "actual", "expected", "score"), [
+    ("Basic Tool Call Order Validation", False,
+     ["validate_user", "check_inventory", "create_order"],
+     ["validate_user", "check_inventory", "create_order"], 1.0),
+    ("Strict Order Validation", True,
+     ["authenticate_user", "verify_permissions", "access_resource"],
+     ["authenticate_user", "verify_permissions", "access_resource"], 1.0),
+    ("Partial Credit with LCS", False, ["search", "filter", "display"],
+     ["search", "filter", "sort", "display"], 0.75),
+    ("Database Transaction Sequence", True,
+     ["begin_transaction", "validate_data", "update_records", "commit_transaction"],
+     ["begin_transaction", "validate_data", "update_records", "commit_transaction"], 1.0),
+    ("API Integration Workflow", False,
+     ["get_api_token", "fetch_user_data", "enrich_data", "post_to_webhook", "log_result"],
+     ["get_api_token", "fetch_user_data", "enrich_data", "post_to_webhook", "log_result"], 1.0),
+])
+def test_page_examples_with_the_pages_own_mock_spans(section: str, strict: bool,
+                                                     actual: list[str], expected: list[str],
+                                                     score: float) -> None:
+    config = sdk({"name": "ToolCallOrderEvaluator", "strict": strict},
+                 {"tool_calls_order": expected}, id=section)
+    reports = grade_spans(page_spans(*actual), config)
+    assert len(reports) == 1, section
+    (result,) = reports[0].results
+    assert result.score == score, section
+    assert result.details["actual_tool_calls_order"] == actual
+    if section == "Partial Credit with LCS":
+        assert result.details["lcs"] == ["search", "filter", "display"]
+
+
+def test_page_default_criteria_example_with_the_pages_own_mock_spans() -> None:
+    # seeds/tool-call-order.txt, "Using Default Criteria": evaluation_criteria=None.
+    config = sdk({"name": "ToolCallOrderEvaluator", "strict": False,
+                  "default_evaluation_criteria": {"tool_calls_order": ["init", "process",
+                                                                       "cleanup"]}},
+                 id="order-default")
+    (report,) = grade_spans(page_spans("init", "process", "cleanup"), config)
+    assert report.results[0].score == 1.0
+
+
+def test_context_less_spans_are_one_run_beside_the_traced_ones() -> None:
+    # Context-less spans keep their list order (ties by start and end) and never mix with the
+    # runs of real traces given in the same call.
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("agent run"), tracer.start_as_current_span(
+            "x", attributes={"tool.name": "x"}):
+        pass
+    loose = [ReadableSpan(name=n, start_time=5, end_time=6, attributes={"tool.name": n})
+             for n in ("b", "a")] + [ReadableSpan(name="pending", start_time=7,
+                                                  attributes={"tool.name": "c"})]
+    reports = grade_spans([*exporter.get_finished_spans(), *loose], order(["b", "a", "c"]))
+    assert sorted(r.results[0].details["actual_tool_calls_order"] for r in reports) == [
+        ["b", "a", "c"], ["x"]]
+    (mine,) = [r for r in reports if r.results[0].score == 1.0]
+    assert mine.run.pending_calls == 1
 
 
 def test_schema_describes_both_shapes_and_agrees_with_load_config() -> None:
