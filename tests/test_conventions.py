@@ -103,6 +103,7 @@ def test_error_status_is_the_result() -> None:
     ({"gen_ai.operation.name": "generate_content"}, False, True),
     ({"openinference.span.kind": "LLM"}, False, True),
     ({"traceloop.span.kind": "llm"}, False, True),
+    ({"traceloop.span.kind": "chat"}, False, True),      # SEMANTICS 1 "Steps": llm/chat
     ({"openinference.span.kind": "CHAIN"}, False, False),
     ({"http.method": "GET"}, False, False),
 ])

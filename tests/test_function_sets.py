@@ -284,6 +284,19 @@ def test_server_comes_from_the_configured_attributes() -> None:
     assert counts(grade(config, [on("brave", "web_search")])) == (0, 1, 1)
 
 
+def test_default_server_attributes_first_present_wins() -> None:
+    # SEMANTICS 1 "Server": the first present of mcp.server.name, gen_ai.tool.server.name,
+    # server.address (the default list).
+    config = sets([{"name": "search", "members": ["brave.web_search"]}])
+    for attrs in ({"gen_ai.tool.server.name": "brave"}, {"server.address": "brave"},
+                  {"mcp.server.name": "brave", "gen_ai.tool.server.name": "duck"},
+                  {"gen_ai.tool.server.name": "brave", "server.address": "duck"}):
+        assert counts(grade(config, [call("web_search", attrs=attrs)])) == (1, 0, 0), attrs
+    r = grade(config, [call("web_search", attrs={"mcp.server.name": "duck",
+                                                 "server.address": "brave"})])
+    assert counts(r) == (0, 1, 1) and r.details["unexpected_tools"] == ["duck.web_search"]
+
+
 def test_a_call_without_a_server_matches_a_qualified_member_only_by_its_whole_name() -> None:
     config = sets([{"name": "search", "members": ["brave.web_search"]}])
     assert counts(grade(config, [call("web_search")])) == (0, 1, 1)
