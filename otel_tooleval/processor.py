@@ -192,7 +192,10 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if len(queue_) < self._queue_limit:
             queue_.append(item)
             if self._sleeping or self._worker is None:
-                self._wake_worker()
+                try:
+                    self._wake_worker()
+                except RuntimeError:   # no new thread: it stays queued (held), for the next
+                    self._report("grading thread start")   # root's start, or shutdown
             return True
         job = item if isinstance(item, RunJob) else self._buffers.decide(*item)
         if job is not None:

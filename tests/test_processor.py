@@ -193,9 +193,9 @@ def test_sibling_runs_under_a_plain_root(h: Harness) -> None:
 
 
 def test_plain_root_without_tools_is_not_graded(h: Harness) -> None:
-    with h.tracer.start_as_current_span("GET /health"):
-        with h.tracer.start_as_current_span("db.query"):
-            pass
+    with h.tracer.start_as_current_span("GET /health"), h.tracer.start_as_current_span(
+            "db.query"):
+        pass
     h.flush()
     assert h.reports == [] and len(h.finished()) == 2
 
@@ -584,5 +584,33 @@ def test_call_cap_is_per_run_under_a_long_lived_root() -> None:
                 assert h.flush()          # graded, so its calls are released
         assert [len(r.run.calls) for r in h.reports] == [2, 2, 2, 2]
         assert "dropped.max_calls_per_run" not in h.processor.stats()
+    finally:
+        h.close()
+
+
+def test_a_grading_thread_that_cannot_start_leaves_the_root_queued_not_forwarded_twice(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """No new thread (a resource limit, or interpreter exit): the root that could not start
+    the grading thread stays queued, held; the next root starts the thread, which grades and
+    forwards both, each once. (Before, the hook forwarded it at once and the queue kept it:
+    forwarded again, graded, by the thread, or ungraded by shutdown.)"""
+    h = Harness(CONFIG)
+    try:
+        start = threading.Thread.start
+
+        def no_grader(thread: threading.Thread) -> None:
+            if thread.name == "otel-tooleval-grader":
+                raise RuntimeError("can't start new thread")
+            start(thread)
+
+        monkeypatch.setattr(threading.Thread, "start", no_grader)
+        h.agent_run(["search"], agent="first")          # never raises into the application
+        monkeypatch.undo()
+        h.agent_run(["search"], agent="second")
+        assert h.flush()
+        for name in ("invoke_agent first", "invoke_agent second"):
+            (root,) = h.by_name(name)
+            assert root.attributes["tooleval.passed"] is True
+        assert h.processor.stats()["runs"] == 2
     finally:
         h.close()
