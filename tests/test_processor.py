@@ -610,7 +610,7 @@ def test_a_grading_thread_that_cannot_start_leaves_the_root_queued_not_forwarded
         assert h.flush()
         for name in ("invoke_agent first", "invoke_agent second"):
             (root,) = h.by_name(name)
-            assert root.attributes["tooleval.passed"] is True
+            assert (root.attributes or {}).get("tooleval.passed") is True
         assert h.processor.stats()["runs"] == 2
     finally:
         h.close()
