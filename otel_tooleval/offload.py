@@ -195,6 +195,8 @@ class GradingProcess:
             return True
         except (OSError, ValueError):   # gone (ValueError: its input was closed meanwhile)
             pass
+        except Exception:   # a value that neither marshal nor pickle encodes: graded here
+            self._report("grading process batch")
         # Grade here what the receiver has not taken as lost already (each run stays in
         # flight until it is finished, for the flushes waiting on it).
         for job in batch:

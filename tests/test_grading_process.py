@@ -359,3 +359,32 @@ def test_a_processor_built_in_code_keeps_the_default_thread() -> None:
     processor = ToolEvalSpanProcessor(EVERY_FAMILY)
     assert processor._offload is None
     processor.shutdown()
+
+
+def test_a_run_whose_values_cannot_be_sent_is_graded_here() -> None:
+    """An attribute value the SDK keeps as it is but neither marshal nor pickle can encode
+    (a str subclass defined in a function): that batch is graded on the thread. (Before, the
+    error escaped ``flush``: the grading thread ended, the batch's roots were never forwarded,
+    and no run was graded again.)"""
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        offload = _wait_ready(h)
+
+        class Local(str):
+            pass
+
+        with h.agent("odd"), h.tracer.start_as_current_span(
+                "execute_tool search", attributes={"gen_ai.tool.name": "search",
+                                                   "gen_ai.tool.call.arguments": Local("{}")}):
+            pass
+        assert h.flush()
+        h.agent_run(["search"], agent="after")
+        assert h.flush()
+        for name in ("invoke_agent odd", "invoke_agent after"):
+            (root,) = h.by_name(name)
+            assert "tooleval.passed" in (root.attributes or {})
+        stats = h.processor.stats()
+        assert stats["runs"] == 3 and not any(k.startswith("dropped") for k in stats)
+        assert offload.ready and offload.starts == 1 and not offload._in_flight
+    finally:
+        h.close()
