@@ -166,6 +166,8 @@ class GradingProcess:
 
         False when the child is gone: the caller grades the run itself.
         """
+        if self._outbox and len(self._in_flight) >= self._limit:
+            self.flush()   # what it waits for room from must have been sent
         with self._room:
             while len(self._in_flight) >= self._limit and self.ready:
                 self._room.wait(0.05)

@@ -10,11 +10,13 @@ import logging
 import os
 import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_tooleval import ConfigError, ToolEvalSpanProcessor, grader, load_config
 from otel_tooleval.offload import GradingProcess, process_unavailable
@@ -387,4 +389,62 @@ def test_a_run_whose_values_cannot_be_sent_is_graded_here() -> None:
         assert stats["runs"] == 3 and not any(k.startswith("dropped") for k in stats)
         assert offload.ready and offload.starts == 1 and not offload._in_flight
     finally:
+        h.close()
+
+
+class _Gates(SpanProcessor):
+    """A downstream whose ``on_end`` holds the span named ``gate<n>`` until ``release[n]``."""
+
+    def __init__(self, inner: SpanProcessor, n: int) -> None:
+        self.inner = inner
+        self.entered = [threading.Event() for _ in range(n)]
+        self.release = [threading.Event() for _ in range(n)]
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if span.name.startswith("gate"):
+            i = int(span.name[4:])
+            self.entered[i].set()
+            self.release[i].wait(30)
+        self.inner.on_end(span)
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+
+def test_a_full_flight_below_one_batch_sends_what_it_waits_for() -> None:
+    """``limits.queue_size`` below a batch (64): runs in flight up to it, none sent yet, and
+    more queued. The grading thread sends them before it waits for room. (Before, it waited
+    for answers to runs it had not sent, until ``process_timeout_seconds`` ended the child as
+    hung and the runs were forwarded ungraded.)"""
+    config = _config({**EVERY_FAMILY, "limits": {"queue_size": 4}}, process_timeout_seconds=2)
+    h = Harness(config)
+    try:
+        offload = _wait_ready(h)
+        gates = _Gates(h.processor.downstream, 2)   # type: ignore[arg-type]
+        h.processor.downstream = gates
+        # Each gate is a local root that is no run: the grading thread forwards it, and waits.
+        with h.tracer.start_as_current_span("gate0"):
+            pass
+        assert gates.entered[0].wait(10)
+        for _ in range(3):
+            h.agent_run(["search"], agent="burst")
+        with h.tracer.start_as_current_span("gate1"):
+            pass
+        gates.release[0].set()                  # three runs to the outbox, then held again
+        assert gates.entered[1].wait(10)
+        for _ in range(4):
+            h.agent_run(["search"], agent="burst")
+        gates.release[1].set()                  # the 4th fills the flight, the 5th waits
+        assert h.processor.force_flush(20_000)
+        stats = h.processor.stats()
+        assert stats["runs"] == 8 and not any(k.startswith("dropped") for k in stats), stats
+        roots = h.by_name("invoke_agent burst")
+        assert len(roots) == 7 and all("tooleval.passed" in (r.attributes or {}) for r in roots)
+        assert offload.ready and offload.starts == 1
+    finally:
+        for gate in (gates.release if "gates" in locals() else ()):
+            gate.set()
         h.close()
