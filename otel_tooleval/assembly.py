@@ -425,6 +425,7 @@ class TraceBuffers:
             # newest runs, so a child that ends late is still known late.
             state.parents.pop(root_id, None)
             state.graded.discard(root_id)
+            state.run_roots.discard(root_id)   # a framework span graded as a run
             done = state.done
             while len(done) > _RUNS_REMEMBERED:
                 del done[next(iter(done))]

@@ -614,3 +614,21 @@ def test_a_grading_thread_that_cannot_start_leaves_the_root_queued_not_forwarded
         assert h.processor.stats()["runs"] == 2
     finally:
         h.close()
+
+
+def test_framework_runs_under_a_root_that_never_ends_leave_no_entry_behind(h: Harness) -> None:
+    """Framework spans graded as runs below a local root that never ends (a session span):
+    once graded, each leaves nothing in the trace state. (Before, every one stayed in the
+    trace's set of framework run roots for the life of the trace: one entry per run, no cap.)"""
+    session = h.tracer.start_span("session")
+    with trace.use_span(session, end_on_exit=False):
+        for _ in range(50):
+            with h.tracer.start_as_current_span(
+                    "graph", attributes={"openinference.span.kind": "CHAIN"}):
+                h.agent_run(["search"], agent="inner")
+    assert h.flush()
+    assert h.processor.stats()["runs"] == 50
+    (state,) = h.processor._buffers.open_traces()
+    assert not state.run_roots and not state.graded
+    assert set(state.parents) == {session.get_span_context().span_id}
+    session.end()
