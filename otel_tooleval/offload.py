@@ -249,9 +249,29 @@ class GradingProcess:
 
     def close(self, deadline: float) -> bool:
         """End the child: end of input, then wait until ``deadline`` (then kill it)."""
-        self.flush()
         proc = self._proc
-        return proc is None or _end(proc, max(deadline - time.monotonic(), 0.0))
+        if proc is None:
+            self.flush()
+            return True
+        # A write to a child that stopped reading (a full pipe) blocks, and closing the pipe
+        # waits for that write: a timer kills the child at the deadline, which ends both.
+        killed: list[bool] = []
+
+        def kill() -> None:
+            killed.append(True)
+            _kill(proc)
+
+        timer = threading.Timer(max(deadline - time.monotonic(), 0.0), kill)
+        timer.daemon = True
+        try:
+            timer.start()
+        except RuntimeError:   # no new threads at interpreter exit: as before, unbounded
+            pass
+        try:
+            self.flush()
+            return _end(proc, max(deadline - time.monotonic(), 0.0)) and not killed
+        finally:
+            timer.cancel()
 
     def after_fork_in_child(self) -> None:
         """A forked copy of the application: the grading process is the parent's, not ours.
@@ -356,6 +376,13 @@ class GradingProcess:
                 self._release_markers()
         with self._lock:
             self._release_markers()
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        proc.kill()
+    except OSError:
+        pass
 
 
 def _end(proc: subprocess.Popen[bytes], wait: float) -> bool:

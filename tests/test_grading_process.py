@@ -448,3 +448,37 @@ def test_a_full_flight_below_one_batch_sends_what_it_waits_for() -> None:
         for gate in (gates.release if "gates" in locals() else ()):
             gate.set()
         h.close()
+
+
+def test_shutdown_is_bounded_while_a_batch_is_stuck_in_a_full_pipe() -> None:
+    """The grading process stops reading (SIGSTOP: a hang) and a batch larger than the pipe
+    holds the grading thread in its write. ``shutdown`` still returns by its deadline, the
+    run counted and its root forwarded ungraded. (Before, closing the pipe waited for that
+    write, for ever.)"""
+    h = Harness(_config(EVERY_FAMILY))
+    proc = None
+    try:
+        offload = _wait_ready(h)
+        proc = offload._proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        h.agent_run(["search"], agent="big", args={"blob": "x" * 1_000_000})   # > the pipe
+        deadline = time.monotonic() + 10
+        while (offload._outbox or not offload._in_flight) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert offload._in_flight and not offload._outbox   # sent: the write has begun
+        done: list[bool] = []
+        closer = threading.Thread(target=lambda: done.append(h.processor.shutdown(1_000)),
+                                  daemon=True)
+        started = time.monotonic()
+        closer.start()
+        closer.join(10)
+        assert done == [False], "shutdown did not return within its deadline"
+        assert time.monotonic() - started < 1 + 2.0
+        assert h.processor.stats()["dropped.shutdown"] == 1
+        (root,) = h.by_name("invoke_agent big")
+        assert "tooleval.passed" not in (root.attributes or {})
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()   # unblocks the stuck write if shutdown did not
+        h.close()
