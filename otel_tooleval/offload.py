@@ -43,6 +43,7 @@ _log = logging.getLogger(__name__)
 MAX_STARTS = 4
 #: Runs sent in one pipe write at most.
 _BATCH = 64
+_WATCH_SECONDS = 1.0
 _BOOT = ("import sys; sys.path[:0] = {path!r}; "
          "from otel_tooleval.worker import main; sys.exit(main())")
 
@@ -159,6 +160,11 @@ class GradingProcess:
             proc.kill()
         threading.Thread(target=self._receive, args=(proc, proc.stdout),
                          name="otel-tooleval-verdicts", daemon=True).start()
+        try:
+            threading.Thread(target=self._watch, args=(proc,), name="otel-tooleval-watchdog",
+                             daemon=True).start()
+        except RuntimeError:   # no new thread: the grading thread's own checks remain
+            self._report("grading process watchdog")
 
     def submit(self, job: Any, root: Any, tools: list[Any], models: list[Any],
                dropped: int) -> bool:
@@ -200,13 +206,18 @@ class GradingProcess:
         except Exception:   # a value that neither marshal nor pickle encodes: graded here
             self._report("grading process batch")
         # Grade here what the receiver has not taken as lost already (each run stays in
-        # flight until it is finished, for the flushes waiting on it).
+        # flight until it is finished, for the flushes waiting on it); a child ended as hung
+        # has its runs forwarded ungraded, as the receiver does.
+        hung = self._hung
         for job in batch:
             entry = self._in_flight.get(job[0])
             if entry is None:
                 continue
             try:
-                self._regrade(entry)
+                if hung:
+                    self._drop(entry, "grading_process")
+                else:
+                    self._regrade(entry)
             except Exception:
                 self._report("grading process fallback")
             with self._lock:
@@ -228,6 +239,14 @@ class GradingProcess:
         if self._in_flight:
             with self._lock:
                 self._check_hung(time.monotonic())
+
+    def _watch(self, proc: subprocess.Popen[bytes]) -> None:
+        """``check`` every second while ``proc`` is the child: the grading thread checks
+        too, but not while a write to a child that stopped reading (a full pipe) holds it."""
+        while self._proc is proc:
+            time.sleep(_WATCH_SECONDS)
+            if self._proc is proc:
+                self.check()
 
     def _check_hung(self, now: float) -> None:
         oldest = next(iter(self._in_flight.values()), None)

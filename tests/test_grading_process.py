@@ -482,3 +482,28 @@ def test_shutdown_is_bounded_while_a_batch_is_stuck_in_a_full_pipe() -> None:
         if proc is not None and proc.poll() is None:
             proc.kill()   # unblocks the stuck write if shutdown did not
         h.close()
+
+
+def test_a_hung_process_is_ended_while_a_batch_is_stuck_in_a_full_pipe() -> None:
+    """The grading process hangs (SIGSTOP) with a batch larger than the pipe on its way: the
+    grading thread is stuck in the write, yet the process is ended after
+    ``process_timeout_seconds`` as for any hang, the run forwarded ungraded and counted.
+    (Before, only the stuck grading thread checked for a hang: nothing ended it.)"""
+    h = Harness(_config(EVERY_FAMILY, process_timeout_seconds=0.5))
+    proc = None
+    try:
+        offload = _wait_ready(h)
+        proc = offload._proc
+        assert proc is not None
+        proc.send_signal(signal.SIGSTOP)
+        h.agent_run(["search"], agent="big", args={"blob": "x" * 1_000_000})   # > the pipe
+        assert h.flush(), "the hang is detected within the flush"
+        assert proc.poll() is not None, "the hung process was ended"
+        stats = h.processor.stats()
+        assert stats["dropped.grading_process"] == 1 and stats["runs"] == 1
+        (root,) = h.by_name("invoke_agent big")
+        assert "tooleval.passed" not in (root.attributes or {})
+    finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+        h.close()
