@@ -82,6 +82,7 @@ class Decision(Generic[H]):
     records: list[SpanRecord]
     held: list[tuple[SpanRecord, H]]
     reason: str
+    claimed: bool = False   # its held spans were forwarded (graded or not): never twice
 
     @property
     def graded(self) -> bool:
@@ -303,6 +304,10 @@ class TailGrader(Generic[H]):
         self._requests: list[tuple[str, threading.Event]] = []
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
+        # The traces the grading thread has taken and not forwarded yet: a shutdown out of
+        # time forwards them ungraded (claiming each, under the lock, as the thread does).
+        self._claim_lock = threading.Lock()
+        self._in_hand: list[Decision[H]] = []
 
     def _after_fork_in_child(self) -> None:
         self.buffers.reset_after_fork()
@@ -346,30 +351,47 @@ class TailGrader(Generic[H]):
                         request = self._requests.pop(0) if self._requests else None
             if request is not None:
                 kind, done = request
-                self._decide_all(self.buffers.take_due(
+                self._decide_all(self._take_in_hand(
                     everything=kind if kind == "shutdown" else None,
                     rooted=kind if kind == "flush" else None))
                 done.set()
                 if kind == "shutdown":
                     return
                 continue
-            self._decide_all(self.buffers.take_due())
+            self._decide_all(self._take_in_hand())
+
+    def _take_in_hand(self, **which: Any) -> list[Decision[H]]:
+        with self._claim_lock:
+            self._in_hand = self.buffers.take_due(**which)
+            return self._in_hand
 
     def _decide_all(self, decisions: list[Decision[H]]) -> None:
         for decision in decisions:
+            emits: list[tuple[RunReport, SpanRecord | None]] = []
             # BaseException: not even sys.exit() in user code may end the grading thread.
             try:
-                items = self._decide(decision)
+                items = self._decide(decision, emits)
             except BaseException:  # noqa: BLE001 - a bug here must not lose the spans
                 self._report("grading")
                 items = [item for _, item in decision.held]
+            with self._claim_lock:
+                if decision.claimed:
+                    continue   # forwarded ungraded by a shutdown out of time
+                decision.claimed = True
+            try:
+                for report, root in emits:
+                    self._emit(report, root)
+            except BaseException:  # noqa: BLE001 - sys.exit() in the report callback
+                self._report("grading")
             if items:
                 try:
                     self._forward_items(items)
                 except BaseException:  # noqa: BLE001
                     self._report("forwarding")
+        self._in_hand = []   # every one forwarded: let their spans go
 
-    def _decide(self, decision: Decision[H]) -> list[H]:
+    def _decide(self, decision: Decision[H],
+                emits: list[tuple[RunReport, SpanRecord | None]]) -> list[H]:
         if not decision.graded or not decision.records:
             return [item for _, item in decision.held]
         config = self.config
@@ -390,10 +412,10 @@ class TailGrader(Generic[H]):
                 items.append(item)
                 continue
             items.append(self._annotate(item, record, report))
-            self._emit(report, record)
+            emits.append((report, record))
         for report in reports.values():   # a run whose root was not held (its parent was lost)
             self.graded["unannotated_runs"] += 1
-            self._emit(report, None)
+            emits.append((report, None))
         self.graded["traces"] += 1
         return items
 
@@ -465,7 +487,11 @@ class TailGrader(Generic[H]):
         deadline = time.monotonic() + timeout_seconds
         ok = self._request("shutdown", deadline)
         if not ok:
-            left = self.buffers.take_due(everything="shutdown")
+            with self._claim_lock:   # what the grading thread holds and has not forwarded
+                left = [d for d in self._in_hand if not d.claimed]
+                for decision in left:
+                    decision.claimed = True
+            left += self.buffers.take_due(everything="shutdown")
             items = [item for d in left for _, item in d.held]
             self._drop_count(len(left))
             if items:

@@ -22,7 +22,7 @@ from opentelemetry import trace
 from opentelemetry.sdk._logs import LoggerProvider
 from opentelemetry.sdk._logs.export import InMemoryLogRecordExporter, SimpleLogRecordProcessor
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tooleval import RunReport, ToolEvalSpanExporter, ToolEvalSpanProcessor
@@ -420,6 +420,39 @@ def test_hanging_exporter_behind_the_tooleval_exporter_and_a_batch_processor() -
         assert roots_of(spans) == []                      # the children; the root was counted
     finally:
         wrapped.release.set()
+        provider.shutdown()
+
+
+def test_exporter_shutdown_out_of_time_while_a_trace_is_graded(gate: threading.Event) -> None:
+    """The exporter's grading thread is in a slow grader when ``shutdown`` runs out of time:
+    the trace being graded is forwarded ungraded by shutdown and counted, and the grading
+    thread, done at last, forwards nothing more. (Before, shutdown did not see that trace:
+    its root went to the wrapped exporter after the wrapped exporter's shutdown, and was
+    lost, uncounted; its verdicts were still emitted.)"""
+    memory = InMemorySpanExporter()
+    reports: list[RunReport] = []
+    exporter = ToolEvalSpanExporter(memory, GATED, on_report=reports.append,
+                                    decision_wait=0.0)
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("robustness")
+    key = (0, 1)
+    try:
+        run_agent(tracer, key)
+        assert ENTERED.wait(10)                       # the trace is in the grader, stuck
+        ok, took = timed(lambda: exporter.shutdown(300))
+        assert ok is False and took < 0.3 + SLACK
+        assert exporter.stats()["dropped.shutdown"] == 1
+        gate.set()
+        grading_thread = exporter._grader._worker  # type: ignore[union-attr]
+        assert grading_thread is not None
+        assert wait_until(lambda: not grading_thread.is_alive())
+        spans = list(memory.get_finished_spans())
+        assert_each_span_once(spans, spans_per_run(key))
+        assert graded(spans) == [] and reports == []  # too late is ungraded, never twice
+        assert exporter.stats().get("runs", 0) == 0
+    finally:
+        gate.set()
         provider.shutdown()
 
 
