@@ -98,7 +98,10 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._worker: threading.Thread | None = None
         self._worker_lock = threading.Lock()
         self._claim_lock = threading.Lock()
-        self._current: RunJob | None = None
+        # What the grading thread took from the queue and has not finished: a RunJob, or an
+        # ended local root it is deciding on. Taken and set under _claim_lock (_pop,
+        # _forward_ungraded), so that an item is always in the queue or here.
+        self._current: Any = None
 
     def _after_fork_in_child(self) -> None:
         # The child starts clean: no open runs, no thread; the parent keeps its own.
@@ -210,7 +213,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         queue_, wake = self._queue, self._wake
         if queue_:
             self._idle_since = 0.0
-            return queue_.popleft()
+            return self._pop()
         now = time.monotonic()
         if not self._idle_since:
             self._idle_since = now
@@ -221,7 +224,17 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if not queue_:   # after clear(): an item appended since is seen, or sets the event
             wake.wait(_SWEEP_SECONDS if long_idle else _POLL_SECONDS)
         self._sleeping = False
-        return queue_.popleft() if queue_ else None
+        return self._pop() if queue_ else None
+
+    def _pop(self) -> Any:
+        """The next queued item, made current (None: shutdown emptied the queue meanwhile)."""
+        with self._claim_lock:
+            try:
+                item = self._queue.popleft()
+            except IndexError:
+                return None
+            self._current = item
+        return item
 
     def _work(self) -> None:
         next_sweep = time.monotonic() + _SWEEP_SECONDS
@@ -241,16 +254,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 else:
                     job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
-                job = self._decided(job)
+                job = self._decided_current(job)
             if job is not None and job.__class__ is RunJob:
-                self._current = job
                 try:
                     self._grade_and_forward(job)
                 except BaseException:   # even sys.exit() in a callback: the thread must live on
                     self._report("grading")
                     self._forward_root(job, job.root)
-                finally:
-                    self._current = None
+            self._current = None
             if time.monotonic() >= next_sweep:
                 next_sweep = time.monotonic() + _SWEEP_SECONDS
                 self._sweep()
@@ -264,6 +275,30 @@ class ToolEvalSpanProcessor(SpanProcessor):
         except Exception:
             self._report("run decision")
             job = None
+        if job is None:
+            self._forward(ended[1])
+        return job
+
+    def _decided_current(self, ended: EndedRoot) -> RunJob | None:
+        """``_decided`` for the grading thread's current item, unless a shutdown out of time
+        took it meanwhile: shutdown forwarded its root as it was, so here it is only counted
+        (when it is a run) and its run marked forwarded."""
+        try:
+            job = self._buffers.decide(*ended)
+        except Exception:
+            self._report("run decision")
+            job = None
+        with self._claim_lock:
+            taken = self._current is not ended
+            if not taken:
+                self._current = job
+            elif job is not None:
+                job.claimed = True
+        if taken:
+            if job is not None:
+                self._buffers.counts["dropped.shutdown"] += 1
+                self._count_drop("shutdown", 1)
+            return None
         if job is None:
             self._forward(ended[1])
         return job
@@ -493,12 +528,16 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _forward_ungraded(self) -> None:
         """Out of time: forward the root being graded and every queued root as they are."""
-        pending: list[Any] = [self._current]
-        while True:
-            try:
-                pending.append(self._queue.popleft())
-            except IndexError:
-                break
+        with self._claim_lock:   # the grading thread's current item and the queue, at once
+            current, self._current = self._current, None
+            pending: list[Any] = list(self._queue)
+            self._queue.clear()
+        if current.__class__ is tuple:
+            # An ended local root the grading thread is still deciding on: forwarded as it
+            # is; the grading thread counts it when it turns out to be a run.
+            self._forward(current[1])
+        else:
+            pending.append(current)
         if self._offload is not None:   # sent to the grading process, not answered yet
             pending.extend(entry.job for entry in self._offload.take_all())
         for job in pending:

@@ -555,6 +555,50 @@ def test_shutdown_with_runs_open_queued_and_grading(gate: threading.Event) -> No
         meter_provider.shutdown()
 
 
+def test_shutdown_out_of_time_while_a_root_is_being_decided() -> None:
+    """The grading thread has taken an ended root from the queue and is deciding whether it
+    is a run when shutdown runs out of time: the root reaches the downstream before its
+    shutdown, once, and is counted once it turns out to be a run."""
+    class AtShutdown(RecordingProcessor):
+        def shutdown(self) -> None:
+            self.before_shutdown = self.spans()
+            super().shutdown()
+
+    downstream = AtShutdown()
+    meter_provider, reader = new_meter_provider()
+    processor = ToolEvalSpanProcessor(CONFIG, downstream, meter_provider=meter_provider)
+    deciding, release = threading.Event(), threading.Event()
+    decide = processor._buffers.decide
+
+    def slow_decide(*ended: Any) -> Any:
+        deciding.set()
+        release.wait(10)
+        return decide(*ended)
+
+    processor._buffers.decide = slow_decide  # type: ignore[method-assign]
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("robustness")
+    key = (0, 1)
+    try:
+        run_agent(tracer, key)
+        assert deciding.wait(10)                      # the grading thread holds the root
+        ok, took = timed(lambda: processor.shutdown(300))
+        assert ok is False and took < 0.3 + SLACK
+        assert len(roots_of(downstream.before_shutdown)) == 1   # forwarded, as it was
+        release.set()
+        assert wait_until(lambda: processor.stats().get("dropped.shutdown") == 1)
+        assert wait_until(lambda: not processor._worker.is_alive())  # type: ignore[union-attr]
+        spans = downstream.spans()
+        assert_each_span_once(spans, spans_per_run(key))
+        assert graded(spans) == []
+        assert dropped_by_reason(reader) == {"shutdown": 1}
+    finally:
+        release.set()
+        provider.shutdown()
+        meter_provider.shutdown()
+
+
 # -- fork with runs open --------------------------------------------------------------------------
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
