@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .model import SpanRecord, ToolCall
-from .values import decode_value
+from .values import as_text, decode_value
 
 __all__ = [
     "MARKER_KEYS",
@@ -158,7 +158,7 @@ def tool_name_of(attrs: Mapping[str, Any]) -> str | None:
             continue
         if attrs.get(_SYNTHESIZED) is True:
             return None
-        return str(name)
+        return as_text(name)
     return None
 
 
@@ -192,7 +192,7 @@ def _tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     if _SYNTHESIZED in attrs and attrs[_SYNTHESIZED] is True:
         return None
     if name.__class__ is not str:
-        name = str(name)
+        name = as_text(name)
     arguments: Any = None
     for key in conv.arguments:
         if key in attrs:
@@ -211,14 +211,14 @@ def _tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     call_id = None
     for key in conv.call_id:
         if key in attrs and (value := attrs[key]) is not None:
-            call_id = str(value)
+            call_id = as_text(value)
             break
     if call_id is None and has_result:
         call_id = _tool_message_call_id(attrs, conv.result)
     server = None
     for key in server_keys:
         if key in attrs and (value := attrs[key]):
-            server = str(value)
+            server = as_text(value)
             break
     # Values stay raw here; ToolCall decodes them on first use.
     return ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
@@ -250,7 +250,7 @@ def agent_name_of(record: SpanRecord) -> str | None:
     for key in ("gen_ai.agent.name", "agent.name"):
         value = attrs.get(key)
         if value:
-            return str(value)
+            return as_text(value)
     return record.name or None
 
 

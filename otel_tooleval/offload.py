@@ -199,11 +199,11 @@ class GradingProcess:
         try:
             if stdin is None:
                 raise OSError("no grading process")
-            send(stdin, ("runs", batch))
+            send(stdin, ("runs", batch), plain_only=True)
             return True
         except (OSError, ValueError):   # gone (ValueError: its input was closed meanwhile)
             pass
-        except Exception:   # a value that neither marshal nor pickle encodes: graded here
+        except Exception:   # a value that is no plain data (TypeError): graded here
             self._report("grading process batch")
         # Grade here what the receiver has not taken as lost already (each run stays in
         # flight until it is finished, for the flushes waiting on it); a child ended as hung

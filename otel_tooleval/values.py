@@ -64,6 +64,17 @@ def decode_value(value: Any) -> Any:
     return _unwrap(parsed)
 
 
+def as_text(value: Any) -> str:
+    """An attribute value as text. A subclass of str (an application's ``str`` enum, which
+    the SDK keeps as it is) is its characters, as an OTLP exporter sends it, not its
+    ``__str__`` (``Tool.SEARCH``)."""
+    if value.__class__ is str:
+        return value
+    if isinstance(value, str):
+        return str.__str__(value)
+    return str(value)
+
+
 def _json_like(value: Any) -> Any:
     """Python literals as the JSON shapes graders compare against: tuples and sets as lists."""
     if isinstance(value, dict):

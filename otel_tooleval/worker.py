@@ -8,7 +8,10 @@ tuples, dicts and strings a run is made of, pickle takes anything else) and the 
 
 Parent to child: ``("init", document, source, full)`` once, then ``("runs", [job, ...])`` batches;
 a job is ``(job id, root record, tool records, model records, dropped calls)`` where each
-record is a ``SpanRecord`` as a plain tuple. Child to parent: ``("ready", pid)`` or
+record is a ``SpanRecord`` as a plain tuple. Runs always go as marshal frames: values the
+SDK kept as subclasses of the plain types (an application's ``str`` enums) are sent as the
+plain type (:func:`plain`), because a pickled one would need the application's class, which
+the child cannot import. Child to parent: ``("ready", pid)`` or
 ``("error", message)`` after the init, then one ``("graded", [(job id, verdict, error), ...])``
 per batch, in the order received. A verdict is None when no grader applied to the run (or
 ``error`` says why it could not be graded), else ``(root attributes, events, agent,
@@ -38,7 +41,7 @@ from .grading import grade_run
 from .model import SpanRecord
 from .trajectory import run_from
 
-__all__ = ["Verdict", "encode", "grade_job", "read_frame", "send", "verdict_of"]
+__all__ = ["Verdict", "encode", "grade_job", "plain", "read_frame", "send", "verdict_of"]
 
 _HEADER = struct.Struct("<I")
 _MARSHAL = b"M"
@@ -48,18 +51,58 @@ _PICKLE = b"P"
 Verdict = tuple[Any, Any, Any, Any, bool]
 
 
-def encode(message: Any) -> bytes:
-    """One frame: length, codec, payload."""
+def plain(value: Any) -> Any:
+    """``value`` with subclasses of str, int, float and bytes (an application's ``str``
+    enums, say, which the SDK keeps as attribute values) made the plain types, in lists,
+    tuples and dicts too: what an OTLP exporter would send of them. Other objects are left."""
+    cls = value.__class__
+    if cls in _PLAIN_TYPES or value is None:
+        return value
+    if cls is tuple or cls is list:
+        return cls(plain(v) for v in value)
+    if cls is dict:
+        return {plain(k): plain(v) for k, v in value.items()}
+    if isinstance(value, str):
+        return str.__str__(value)
+    if isinstance(value, int):   # bool cannot be subclassed: an int subclass
+        return int.__int__(value)
+    if isinstance(value, float):
+        return float.__float__(value)
+    if isinstance(value, bytes):
+        return bytes(memoryview(value))
+    if isinstance(value, tuple):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+_PLAIN_TYPES = frozenset((str, int, float, bool, bytes))
+
+
+def encode(message: Any, *, plain_only: bool = False) -> bytes:
+    """One frame: length, codec, payload.
+
+    With ``plain_only`` (runs going to the child, which cannot import the application's
+    classes) what marshal refuses is made plain (:func:`plain`) instead of pickled;
+    TypeError when even that is not marshalable.
+    """
     try:
         body = _MARSHAL + marshal.dumps(message)
-    except ValueError:   # an object marshal does not know (details of a custom shape)
-        body = _PICKLE + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    except ValueError as exc:   # an object marshal does not know
+        if plain_only:
+            try:
+                body = _MARSHAL + marshal.dumps(plain(message))
+            except ValueError:
+                raise TypeError(f"not plain data: {exc}") from None
+        else:   # details of a custom shape, from the child
+            body = _PICKLE + pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     return _HEADER.pack(len(body)) + body
 
 
-def send(stream: IO[bytes], message: Any) -> None:
+def send(stream: IO[bytes], message: Any, *, plain_only: bool = False) -> None:
     """Write one frame to a buffered binary stream and flush it (both ends use this)."""
-    stream.write(encode(message))
+    stream.write(encode(message, plain_only=plain_only))
     stream.flush()
 
 

@@ -322,3 +322,27 @@ def test_span_kind_over_every_marker_combination() -> None:
         expected = ((TOOL if tool_name_of(attrs) is not None else 0)
                     | (AGENT if agent else 0) | (MODEL if model else 0))
         assert span_kind(attrs) == expected, attrs
+
+
+def test_str_enum_attribute_values_read_as_their_characters() -> None:
+    """The SDK keeps a str subclass as it is; OTLP sends its characters, and so do we (not
+    ``Tool.SEARCH``, its ``__str__``), for names, call ids, servers and agent names."""
+    import enum
+
+    class V(str, enum.Enum):
+        SEARCH = "search"
+        ID = "call_1"
+        SERVER = "files"
+        AGENT = "coder"
+
+    assert tool_name_of({"gen_ai.tool.name": V.SEARCH}) == "search"
+    root = SpanRecord(1, 1, 0, "invoke_agent", 0, 10,
+                      {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": V.AGENT})
+    tool = SpanRecord(1, 2, 1, "execute_tool", 1, 2,
+                      {"gen_ai.tool.name": V.SEARCH, "gen_ai.tool.call.id": V.ID,
+                       "mcp.server.name": V.SERVER})
+    run = build_run(root, [tool], RunPolicy())
+    (call,) = run.calls
+    assert (call.name, call.call_id, call.server, run.agent) == ("search", "call_1", "files",
+                                                                 "coder")
+    assert all(type(v) is str for v in (call.name, call.call_id, call.server, run.agent))

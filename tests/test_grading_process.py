@@ -6,6 +6,7 @@ faults are real too: the child is killed, stopped (SIGSTOP: a hang), or cannot l
 
 from __future__ import annotations
 
+import enum
 import logging
 import os
 import signal
@@ -20,7 +21,7 @@ from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 
 from otel_tooleval import ConfigError, ToolEvalSpanProcessor, grader, load_config
 from otel_tooleval.offload import GradingProcess, process_unavailable
-from otel_tooleval.worker import encode, read_frame
+from otel_tooleval.worker import encode, plain, read_frame
 from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
 from tests.support.harness import Harness
 
@@ -343,6 +344,26 @@ def test_frames_fall_back_to_pickle_and_end_cleanly() -> None:
         read_frame(stream)   # a frame cut short
 
 
+def test_runs_go_to_the_child_as_plain_data() -> None:
+    import io
+
+    class Tool(str, enum.Enum):   # an application's type: the child could not unpickle it
+        SEARCH = "search"
+
+    class Level(enum.IntEnum):
+        HIGH = 3
+
+    message = ("runs", [(1, (Tool.SEARCH, [Level.HIGH, 2.5], {"k": Tool.SEARCH}), [], [], 0)])
+    frame = encode(message, plain_only=True)
+    assert frame[4:5] == b"M"
+    got = read_frame(io.BytesIO(frame))
+    assert got == ("runs", [(1, ("search", [3, 2.5], {"k": "search"}), [], [], 0)])
+    assert type(got[1][0][1][0]) is str and type(got[1][0][1][1][0]) is int
+    assert plain(message) == got and plain("x") == "x"
+    with pytest.raises(TypeError, match="not plain data"):
+        encode(("runs", [object()]), plain_only=True)
+
+
 def test_the_processor_never_raises_when_the_process_cannot_start(
         monkeypatch: pytest.MonkeyPatch) -> None:
     h = Harness(_config(EVERY_FAMILY))
@@ -363,20 +384,32 @@ def test_a_processor_built_in_code_keeps_the_default_thread() -> None:
     processor.shutdown()
 
 
-def test_a_run_whose_values_cannot_be_sent_is_graded_here() -> None:
-    """An attribute value the SDK keeps as it is but neither marshal nor pickle can encode
-    (a str subclass defined in a function): that batch is graded on the thread. (Before, the
-    error escaped ``flush``: the grading thread ended, the batch's roots were never forwarded,
-    and no run was graded again.)"""
+def test_application_types_in_attribute_values_are_graded_by_the_process() -> None:
+    """Values the SDK keeps as they are though they are subclasses of str or int (a class
+    defined in a function, an application's enum): neither marshal nor pickle could send
+    them (before: the error ended the grading thread, and the batch's roots were never
+    forwarded; an importable enum would have been pickled and crashed the child, whose
+    restarts are limited). They go as the plain values, and the process grades the runs."""
     h = Harness(_config(EVERY_FAMILY))
     try:
         offload = _wait_ready(h)
+        on_thread: list[int] = []
+        grade = h.processor._grade
+
+        def grade_spy(*args: Any) -> Any:
+            on_thread.append(1)
+            return grade(*args)
+
+        h.processor._grade = grade_spy  # type: ignore[method-assign]
 
         class Local(str):
             pass
 
+        class Tool(str, enum.Enum):
+            SEARCH = "search"
+
         with h.agent("odd"), h.tracer.start_as_current_span(
-                "execute_tool search", attributes={"gen_ai.tool.name": "search",
+                "execute_tool search", attributes={"gen_ai.tool.name": Tool.SEARCH,
                                                    "gen_ai.tool.call.arguments": Local("{}")}):
             pass
         assert h.flush()
@@ -385,8 +418,11 @@ def test_a_run_whose_values_cannot_be_sent_is_graded_here() -> None:
         for name in ("invoke_agent odd", "invoke_agent after"):
             (root,) = h.by_name(name)
             assert "tooleval.passed" in (root.attributes or {})
+        (odd,) = [r for r in h.reports if r.run.agent == "odd"]
+        assert [c.name for c in odd.run.calls] == ["search"]
         stats = h.processor.stats()
         assert stats["runs"] == 3 and not any(k.startswith("dropped") for k in stats)
+        assert on_thread == []   # both graded by the process, which lives on
         assert offload.ready and offload.starts == 1 and not offload._in_flight
     finally:
         h.close()
