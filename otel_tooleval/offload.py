@@ -158,8 +158,15 @@ class GradingProcess:
             self._report("grading process start")
             self.disabled = "the config could not be sent to the grading process"
             proc.kill()
-        threading.Thread(target=self._receive, args=(proc, proc.stdout),
-                         name="otel-tooleval-verdicts", daemon=True).start()
+        try:
+            threading.Thread(target=self._receive, args=(proc, proc.stdout),
+                             name="otel-tooleval-verdicts", daemon=True).start()
+        except RuntimeError:   # no new thread: nobody would read its answers
+            self._report("grading process start")
+            self.disabled = "no thread could be started to read the grading process's answers"
+            self._proc, self._stdin = None, None
+            _end(proc, 1.0)
+            return
         try:
             threading.Thread(target=self._watch, args=(proc,), name="otel-tooleval-watchdog",
                              daemon=True).start()

@@ -10,6 +10,7 @@ import enum
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 import time
@@ -362,6 +363,43 @@ def test_runs_go_to_the_child_as_plain_data() -> None:
     assert plain(message) == got and plain("x") == "x"
     with pytest.raises(TypeError, match="not plain data"):
         encode(("runs", [object()]), plain_only=True)
+
+
+def test_no_thread_to_read_the_answers_means_grading_on_the_thread(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdict thread cannot start (no new thread): the child is ended at once, and every
+    run is graded on the thread; none waits for answers nobody reads."""
+    started: list[Any] = []
+    start = threading.Thread.start
+
+    def refuse(self: threading.Thread) -> None:
+        if self.name == "otel-tooleval-verdicts":
+            raise RuntimeError("can't start new thread")
+        start(self)
+
+    original_popen = subprocess.Popen
+
+    def popen(*args: Any, **kwargs: Any) -> Any:
+        started.append(original_popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    h = Harness(_config(EVERY_FAMILY))
+    try:
+        for _ in range(3):
+            h.agent_run(["search"], agent="z")
+        assert h.flush()
+        stats = h.processor.stats()
+        assert stats["runs"] == 3 and not any(k.startswith("dropped") for k in stats)
+        assert len(h.reports) == 3
+        roots = h.by_name("invoke_agent z")
+        assert len(roots) == 3 and all("tooleval.passed" in (r.attributes or {}) for r in roots)
+        offload = _offload(h)
+        assert offload.disabled and "no thread" in offload.disabled and offload.starts == 1
+        assert len(started) == 1 and started[0].wait(5) is not None   # ended, not left
+    finally:
+        h.close()
 
 
 def test_the_processor_never_raises_when_the_process_cannot_start(
