@@ -524,6 +524,18 @@ def test_a_full_flight_below_one_batch_sends_what_it_waits_for() -> None:
         h.close()
 
 
+def _stopped_with_a_batch_larger_than_the_pipe(
+        h: Harness) -> tuple[GradingProcess, subprocess.Popen[bytes]]:
+    """A ready grading process stopped (SIGSTOP: it reads nothing more), then a run whose
+    batch is larger than the pipe, so that the grading thread's write blocks."""
+    offload = _wait_ready(h)
+    proc = offload._proc
+    assert proc is not None
+    proc.send_signal(signal.SIGSTOP)
+    h.agent_run(["search"], agent="big", args={"blob": "x" * 1_000_000})
+    return offload, proc
+
+
 def test_shutdown_is_bounded_while_a_batch_is_stuck_in_a_full_pipe() -> None:
     """The grading process stops reading (SIGSTOP: a hang) and a batch larger than the pipe
     holds the grading thread in its write. ``shutdown`` still returns by its deadline, the
@@ -532,11 +544,7 @@ def test_shutdown_is_bounded_while_a_batch_is_stuck_in_a_full_pipe() -> None:
     h = Harness(_config(EVERY_FAMILY))
     proc = None
     try:
-        offload = _wait_ready(h)
-        proc = offload._proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
-        h.agent_run(["search"], agent="big", args={"blob": "x" * 1_000_000})   # > the pipe
+        offload, proc = _stopped_with_a_batch_larger_than_the_pipe(h)
         deadline = time.monotonic() + 10
         while (offload._outbox or not offload._in_flight) and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -566,11 +574,7 @@ def test_a_hung_process_is_ended_while_a_batch_is_stuck_in_a_full_pipe() -> None
     h = Harness(_config(EVERY_FAMILY, process_timeout_seconds=0.5))
     proc = None
     try:
-        offload = _wait_ready(h)
-        proc = offload._proc
-        assert proc is not None
-        proc.send_signal(signal.SIGSTOP)
-        h.agent_run(["search"], agent="big", args={"blob": "x" * 1_000_000})   # > the pipe
+        _, proc = _stopped_with_a_batch_larger_than_the_pipe(h)
         assert h.flush(), "the hang is detected within the flush"
         assert proc.poll() is not None, "the hung process was ended"
         stats = h.processor.stats()
