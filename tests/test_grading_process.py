@@ -221,7 +221,8 @@ def test_a_hung_process_is_ended_and_its_runs_forwarded_ungraded() -> None:
         for _ in range(5):
             h.agent_run(["search"], agent="stuck")
         assert h.flush(), "the hang is detected within the flush (sweep every second)"
-        assert proc.poll() is not None, "the hung process was ended"
+        # wait(), not poll(): poll() answers None while another thread is reaping it
+        assert proc.wait(5) is not None, "the hung process was ended"
         stats = h.processor.stats()
         assert stats["dropped.grading_process"] == 5 and stats["runs"] == 1
         stuck = h.by_name("invoke_agent stuck")
@@ -576,7 +577,7 @@ def test_a_hung_process_is_ended_while_a_batch_is_stuck_in_a_full_pipe() -> None
     try:
         _, proc = _stopped_with_a_batch_larger_than_the_pipe(h)
         assert h.flush(), "the hang is detected within the flush"
-        assert proc.poll() is not None, "the hung process was ended"
+        assert proc.wait(5) is not None, "the hung process was ended"   # see above: wait()
         stats = h.processor.stats()
         assert stats["dropped.grading_process"] == 1 and stats["runs"] == 1
         (root,) = h.by_name("invoke_agent big")
