@@ -224,7 +224,10 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if not queue_:   # after clear(): an item appended since is seen, or sets the event
             wake.wait(_SWEEP_SECONDS if long_idle else _POLL_SECONDS)
         self._sleeping = False
-        return self._pop() if queue_ else None
+        if not queue_:
+            return None
+        self._idle_since = 0.0   # runs keep coming: poll, do not sleep (no wake-ups to pay)
+        return self._pop()
 
     def _pop(self) -> Any:
         """The next queued item, made current (None: shutdown emptied the queue meanwhile)."""

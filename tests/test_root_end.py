@@ -138,3 +138,33 @@ def test_shutdown_forwards_undecided_roots_and_counts_only_runs(held: Harness) -
     # the run being graded and the queued run; the health check was no run
     assert stats["dropped.shutdown"] == 2 and stats["open_traces"] == 0
     assert h.by_name("GET /health") and h.by_name("invoke_agent queued")
+
+
+def test_runs_that_keep_coming_slowly_are_polled_for_not_woken_for() -> None:
+    """Roots ending every 60 ms for over a second: the grading thread finds each at its next
+    poll (every 50 ms) and never goes to sleep, so no root's end() pays for waking it. (Before,
+    a root found after the wait left the idle clock running: after a second the thread slept,
+    and every root's end() woke it.)"""
+    import time
+
+    h = Harness({"graders": [{"type": "tool-calls", "config": {"required": ["search"]}}]})
+    processor = h.processor
+    try:
+        h.agent_run(["search"])
+        assert h.flush()
+        wakes: list[float] = []
+        wake = processor._wake_worker
+
+        def counted() -> None:
+            wakes.append(time.monotonic())
+            wake()
+
+        processor._wake_worker = counted  # type: ignore[method-assign]
+        for _ in range(25):
+            time.sleep(0.06)
+            h.agent_run(["search"])
+        assert h.flush()
+        assert len(h.reports) == 26
+        assert len(wakes) <= 2, f"{len(wakes)} wake-ups (force_flush wakes it once)"
+    finally:
+        h.close()
