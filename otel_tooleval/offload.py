@@ -215,21 +215,7 @@ class GradingProcess:
         # Grade here what the receiver has not taken as lost already (each run stays in
         # flight until it is finished, for the flushes waiting on it); a child ended as hung
         # has its runs forwarded ungraded, as the receiver does.
-        hung = self._hung
-        for job in batch:
-            entry = self._in_flight.get(job[0])
-            if entry is None:
-                continue
-            try:
-                if hung:
-                    self._drop(entry, "grading_process")
-                else:
-                    self._regrade(entry)
-            except Exception:
-                self._report("grading process fallback")
-            with self._lock:
-                self._in_flight.pop(job[0], None)
-                self._release_markers()
+        self._fall_back([job[0] for job in batch], self._hung)
         return False
 
     def after_in_flight(self, marker: threading.Event) -> None:
@@ -386,10 +372,20 @@ class GradingProcess:
         if lost and not self.disabled:
             _log.warning("otel-tooleval: the grading process exited (status %s) with %d "
                          "runs unanswered", proc.returncode, len(lost))
-        for job_id in lost:
+        self._fall_back(lost, hung)
+        with self._lock:
+            self._release_markers()
+
+    def _fall_back(self, job_ids: list[int], hung: bool) -> None:
+        """Runs the child will not answer: graded here, or forwarded ungraded when it hung.
+
+        A run already taken (by the receiver, or a shutdown out of time) is skipped; each
+        stays in flight until it is finished here, for the flushes waiting on it.
+        """
+        for job_id in job_ids:
             entry = self._in_flight.get(job_id)
             if entry is None:
-                continue   # taken by a shutdown out of time
+                continue
             try:
                 if hung:
                     self._drop(entry, "grading_process")
@@ -400,8 +396,6 @@ class GradingProcess:
             with self._lock:
                 self._in_flight.pop(job_id, None)
                 self._release_markers()
-        with self._lock:
-            self._release_markers()
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:

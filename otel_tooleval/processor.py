@@ -212,7 +212,6 @@ class ToolEvalSpanProcessor(SpanProcessor):
         """The next queued item, or None after a wait with nothing queued."""
         queue_, wake = self._queue, self._wake
         if queue_:
-            self._idle_since = 0.0
             return self._pop()
         now = time.monotonic()
         if not self._idle_since:
@@ -224,19 +223,20 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if not queue_:   # after clear(): an item appended since is seen, or sets the event
             wake.wait(_SWEEP_SECONDS if long_idle else _POLL_SECONDS)
         self._sleeping = False
-        if not queue_:
-            return None
-        self._idle_since = 0.0   # runs keep coming: poll, do not sleep (no wake-ups to pay)
-        return self._pop()
+        return self._pop() if queue_ else None
 
     def _pop(self) -> Any:
-        """The next queued item, made current (None: shutdown emptied the queue meanwhile)."""
+        """The next queued item, made current (None: shutdown emptied the queue meanwhile).
+
+        An item found, before or after a wait, resets the idle clock: while runs keep coming
+        the thread polls and does not sleep (no wake-ups for the application to pay)."""
         with self._claim_lock:
             try:
                 item = self._queue.popleft()
             except IndexError:
                 return None
             self._current = item
+        self._idle_since = 0.0
         return item
 
     def _work(self) -> None:
@@ -273,24 +273,23 @@ class ToolEvalSpanProcessor(SpanProcessor):
 
     def _decided(self, ended: EndedRoot) -> RunJob | None:
         """The run of an ended local root; a root that is no run is forwarded as it is."""
-        try:
-            job = self._buffers.decide(*ended)
-        except Exception:
-            self._report("run decision")
-            job = None
+        job = self._decide(ended)
         if job is None:
             self._forward(ended[1])
         return job
+
+    def _decide(self, ended: EndedRoot) -> RunJob | None:
+        try:
+            return self._buffers.decide(*ended)
+        except Exception:
+            self._report("run decision")
+            return None
 
     def _decided_current(self, ended: EndedRoot) -> RunJob | None:
         """``_decided`` for the grading thread's current item, unless a shutdown out of time
         took it meanwhile: shutdown forwarded its root as it was, so here it is only counted
         (when it is a run) and its run marked forwarded."""
-        try:
-            job = self._buffers.decide(*ended)
-        except Exception:
-            self._report("run decision")
-            job = None
+        job = self._decide(ended)
         with self._claim_lock:
             taken = self._current is not ended
             if not taken:

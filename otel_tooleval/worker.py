@@ -40,6 +40,7 @@ from .emit.span import root_attributes, span_events
 from .grading import grade_run
 from .model import SpanRecord
 from .trajectory import run_from
+from .values import as_text
 
 __all__ = ["Verdict", "encode", "grade_job", "plain", "read_frame", "send", "verdict_of"]
 
@@ -63,7 +64,7 @@ def plain(value: Any) -> Any:
     if cls is dict:
         return {plain(k): plain(v) for k, v in value.items()}
     if isinstance(value, str):
-        return str.__str__(value)
+        return as_text(value)
     if isinstance(value, int):   # bool cannot be subclassed: an int subclass
         return int.__int__(value)
     if isinstance(value, float):
