@@ -1,4 +1,4 @@
-"""Fixtures shared by the suites that talk OTLP to a receiver on 127.0.0.1."""
+"""Fixtures shared by the suites: OTLP to a receiver on 127.0.0.1, and the repository fence."""
 
 from __future__ import annotations
 
@@ -7,7 +7,21 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.support import confine
 from tests.support.otlp_receiver import OtlpReceiver
+
+confine.install()
+
+
+@pytest.fixture(autouse=True)
+def stays_in_the_repository() -> Iterator[None]:
+    """Fails a test that reads a sibling of the checkout: a clone has none beside it."""
+    confine.take_escapes()
+    yield
+    escaped = confine.take_escapes()
+    if escaped:
+        pytest.fail(f"the test read outside the repository: {sorted(set(escaped))[:5]}; "
+                    "copy what it needs into tests/data/", pytrace=False)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from otel_tooleval.conventions import decode_value, is_agent_span, is_model_span
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run, find_runs
 
-FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "spans"
+FIXTURES = Path(__file__).resolve().parent / "data" / "spans"   # recorded runs, kept in the repo
 
 
 def one_call(attrs: dict[str, Any], *, error: str | None = None) -> Any:
