@@ -10,10 +10,15 @@ import sys
 from collections.abc import Mapping, Sequence
 
 from . import __version__
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config_file
+from .graders.registry import CONFIGURATION_ERROR
+from .model import RunReport
 from .readers.source import FORMATS
 
 __all__ = ["main"]
+
+#: The config sections ``check`` prints after the graders.
+SECTIONS = ("runs", "limits", "emit", "grading")
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -23,21 +28,20 @@ def _demo(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(default_config_text())
         return 0
-    config = load_config(args.config) if args.config else None
+    config = load_config_file(args.config) if args.config else None
     run_demo(config, endpoint=args.endpoint)
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    config = load_config(args.config)
-    doc = {
+    config = load_config_file(args.config)
+    doc: dict[str, object] = {
         "graders": [{"name": g.name, "type": g.type,
                      "agents": sorted(g.agents) if g.agents else None,
                      "params": _params(g.grader)} for g in config.graders],
-        "runs": config.runs.model_dump(),
-        "limits": config.limits.model_dump(),
-        "emit": config.emit.model_dump(),
     }
+    for section in SECTIONS:   # every other section, defaults filled in
+        doc[section] = getattr(config, section).model_dump(mode="json")
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
     print(f"{args.config}: {len(config.graders)} grader(s), valid.", file=sys.stderr)
@@ -50,7 +54,7 @@ def _grade(args: argparse.Namespace) -> int:
     from .files import InputError, InputProblem
     from .offline import grade_files
 
-    config = load_config(args.config)
+    config = load_config_file(args.config)
 
     shown: list[str] = []
 
@@ -87,14 +91,45 @@ def _grade(args: argparse.Namespace) -> int:
             return 2
     else:
         out_stream.write(text if text.endswith("\n") else text + "\n")
-    if not outcome.reports and not outcome.problems:
-        print("otel-tooleval: no agent runs found in the input", file=sys.stderr)
+    usable = True
     if outcome.problems and not args.allow_input_problems:
         # Part of the input was not read: a gate must not pass on what it could not see.
         print(f"otel-tooleval: {len(outcome.problems)} input problem(s), the first at "
               f"{shown[0]} (--allow-input-problems to gate on what was read)", file=sys.stderr)
+        usable = False
+    runs = len(outcome.reports)
+    if runs == 0 and not args.allow_empty:
+        # A gate never passes on nothing: an empty file, HTTP-only traces, a wrong convention.
+        files = " ".join(args.files)
+        print(f"otel-tooleval: read {outcome.spans} span(s), none was an agent run: nothing "
+              f"to grade (see what was read: otel-tooleval inspect {files}; --allow-empty "
+              "to pass on no runs)", file=sys.stderr)
+        usable = False
+    elif 0 < runs < args.min_runs:
+        print(f"otel-tooleval: {runs} agent run(s) found, --min-runs asks for "
+              f"{args.min_runs}", file=sys.stderr)
+        usable = False
+    broken = _config_errors(outcome.reports)
+    if broken:
+        # The config, not the agent, is wrong: that is a usage error, not a failed gate.
+        print(f"otel-tooleval: {broken}", file=sys.stderr)
+        usable = False
+    if not usable:
         return 2
     return 0 if aggregate_passed(outcome.aggregate) else 1
+
+
+def _config_errors(reports: Sequence[RunReport]) -> str:
+    """One line on the graders that met a configuration problem while grading, or ''."""
+    found = [(report, result) for report in reports for result in report.results
+             if result.error == CONFIGURATION_ERROR]
+    if not found:
+        return ""
+    report, result = found[0]
+    names = sorted({r.name for _, r in found})
+    return (f"config problem found while grading ({len(found)} result(s) of grader(s) "
+            f"{', '.join(names)}), the first in trace {report.run.trace_id_hex} root "
+            f"{report.run.root_span_id_hex}: {result.name}: {result.explanation}")
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -173,6 +208,16 @@ def _serve(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 0")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-tooleval",
@@ -193,7 +238,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Grade the agent runs in exported traces: OTLP/JSON (the collector's file "
                     "exporter, JSON lines or one document), OTLP protobuf, Jaeger JSON; gzip "
                     "is detected. Exit 0 when every run and aggregate gate passed, 1 when one "
-                    "failed, 2 for bad usage, a bad config or unreadable input.")
+                    "failed, 2 for bad usage, a bad config, unreadable input, or no agent "
+                    "run found (fewer than --min-runs).")
     grade.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
     grade.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
     grade.add_argument("--format", "-f", choices=["table", "json", "junit", "html"],
@@ -205,6 +251,11 @@ def _parser() -> argparse.ArgumentParser:
                             "skipped (default: exit 2)")
     grade.add_argument("--group-by", metavar="ATTRIBUTE",
                        help="root-span attribute grouping runs for the aggregate gates")
+    grade.add_argument("--allow-empty", action="store_true",
+                       help="exit by the verdicts even when no agent run was found "
+                            "(default: exit 2, a gate never passes on nothing)")
+    grade.add_argument("--min-runs", type=_count, default=1, metavar="N",
+                       help="exit 2 when fewer than N agent runs were found (default 1)")
     grade.set_defaults(func=_grade)
     serve = sub.add_parser(
         "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",

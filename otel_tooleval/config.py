@@ -34,6 +34,8 @@ from .graders.registry import (
     ConfigProblems,
     Grader,
     Problem,
+    did_you_mean,
+    families,
     family_by_keys,
     problems_from_validation,
 )
@@ -48,6 +50,7 @@ __all__ = [
     "RunsConfig",
     "ToolEvalConfig",
     "load_config",
+    "load_config_file",
 ]
 
 
@@ -227,9 +230,11 @@ def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
         type_id = entry[type_key]
         found = REGISTRY.get(type_id) if isinstance(type_id, str) else None
         if found is None:
-            known = ", ".join(sorted(REGISTRY))
+            # Aliases are accepted but not listed: one name per family reads better.
+            known = ", ".join(sorted(f.type for f in families()))
+            hint = did_you_mean(type_id, REGISTRY) if isinstance(type_id, str) else ""
             return None, [Problem(loc + (type_key,),
-                                  f"unknown grader type {type_id!r} (known: {known})")]
+                                  f"unknown grader type {type_id!r}{hint} (known: {known})")]
         family = found
     problems: list[Problem] = []
     name = entry.get("name")
@@ -274,8 +279,13 @@ def _compile_all(patterns: list[str]) -> tuple[re.Pattern[str], ...]:
     return tuple(re.compile(p) for p in patterns)
 
 
-def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
-    """Validate a parsed document (the YAML's top-level mapping)."""
+def config_from_mapping(data: Any, source: str | None = None, *,
+                        allow_no_graders: bool = False) -> ToolEvalConfig:
+    """Validate a parsed document (the YAML's top-level mapping).
+
+    A document with no grader is refused (every run would pass on nothing) unless
+    ``allow_no_graders``: the library's own ungraded set-ups and re-loads of a validated one.
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
@@ -286,7 +296,7 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
         top = _TopLevel.model_validate(data)
     except ValidationError as exc:
         # Report the other sections' problems too, then the graders' as far as they parse.
-        problems.extend(problems_from_validation(exc))
+        problems.extend(problems_from_validation(exc, model=_TopLevel))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig(),
                                         grading=GradingConfig())
@@ -302,6 +312,9 @@ def config_from_mapping(data: Any, source: str | None = None) -> ToolEvalConfig:
     keyed: list[tuple[int | str, Any]] = (
         list(top.graders.items()) if isinstance(top.graders, Mapping)
         else list(enumerate(top.graders)))
+    if not keyed and not allow_no_graders:
+        problems.append(Problem(("graders",), "no grader configured: add at least one "
+                                "(a config without graders would pass every run on nothing)"))
     for i, entry in keyed:
         grader, found = _build_grader(i, entry, names, context)
         problems.extend(found)
@@ -328,7 +341,9 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
                 ) -> ToolEvalConfig:
     """Load a config from a path (YAML or JSON), YAML text, or a mapping.
 
-    ``None`` reads the file named by ``TOOLEVAL_CONFIG``, or gives an empty config.
+    ``None`` reads the file named by ``TOOLEVAL_CONFIG``, or gives the empty config (no
+    grader: runs are collected, nothing is graded). Any other source must configure at least
+    one grader.
 
     Raises:
         ConfigError: listing every problem with its location.
@@ -337,7 +352,7 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
         return source
     if source is None:
         env = os.environ.get("TOOLEVAL_CONFIG")
-        return load_config(Path(env)) if env else config_from_mapping({}, None)
+        return load_config(Path(env)) if env else config_from_mapping({}, allow_no_graders=True)
     if not isinstance(source, (str, os.PathLike)):
         return config_from_mapping(source, None)
     path: Path | None = None
@@ -351,6 +366,20 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
                               str(path)) from None
         return config_from_mapping(_parse_text(text, str(path)), str(path))
     return config_from_mapping(_parse_text(str(source), None), None)
+
+
+def load_config_file(path: str | os.PathLike[str]) -> ToolEvalConfig:
+    """Load the config file at ``path`` (what ``--config`` names: always a path, never YAML).
+
+    Raises:
+        ConfigError: the file is missing, is a folder, cannot be read, or is not a valid config.
+    """
+    where = Path(path)
+    if where.is_dir():
+        raise ConfigError([Problem((), f"{where} is a folder, not a config file")], str(where))
+    if not where.exists():
+        raise ConfigError([Problem((), f"{where}: no such file")], str(where))
+    return load_config(where)
 
 
 def _parse_text(text: str, source: str | None) -> Any:

@@ -30,7 +30,7 @@ from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _exit
 from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
-from .config import ToolEvalConfig, load_config
+from .config import ToolEvalConfig, config_from_mapping, load_config
 from .model import RunReport, SpanRecord
 from .tail import TailGrader
 
@@ -70,7 +70,7 @@ class ToolEvalSpanExporter(SpanExporter):
         self._lock = threading.Lock()
         self._grader: TailGrader[ReadableSpan] | None = None
         if config is UNGRADED:
-            self.config: ToolEvalConfig = load_config({})
+            self.config: ToolEvalConfig = config_from_mapping({}, allow_no_graders=True)
         else:
             self.config = load_config(config)
             self._grader = TailGrader(

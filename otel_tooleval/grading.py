@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .graders.matching import BudgetExceeded, grading_limits
@@ -65,10 +65,15 @@ def _over_budget(name: str, type_: str, budget_ms: float, *, started: bool) -> G
         "limits.max_match_chars, or simplify slow patterns.")
 
 
-def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig) -> list[RunReport]:
-    """Cut complete traces into runs and grade each one."""
+def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig, *,
+                  on_detached: Callable[[list[SpanRecord]], None] | None = None,
+                  ) -> list[RunReport]:
+    """Cut complete traces into runs and grade each one.
+
+    ``on_detached`` receives the spans of a trace that no root reaches (parent cycles).
+    """
     reports = []
-    for root, members in find_runs(records, config.policy):
+    for root, members in find_runs(records, config.policy, on_detached=on_detached):
         report = grade_run(build_run(root, members, config.policy), config)
         if report is not None:
             reports.append(report)

@@ -19,7 +19,7 @@ from .files import InputError, InputProblem, iter_traces, read_records
 from .grading import grade_records
 from .model import RunReport, SpanRecord
 
-__all__ = ["GradeOutcome", "grade_files"]
+__all__ = ["GradeOutcome", "detached_message", "grade_files"]
 
 
 @dataclass
@@ -59,6 +59,27 @@ def _counted(records: Iterable[SpanRecord], outcome: GradeOutcome, progress: _Pr
         yield record
 
 
+def detached_message(spans: Sequence[SpanRecord]) -> str:
+    """The input problem for spans no root reaches: what is wrong with their parent links."""
+    selfish = sorted(s.span_id for s in spans if s.parent_id == s.span_id)
+    cyclic = sorted(s.span_id for s in spans if s.parent_id != s.span_id)
+    parts = []
+    if selfish:
+        parts.append(f"{_ids(selfish)} {'names' if len(selfish) == 1 else 'each name'} "
+                     "itself as parent")
+    if cyclic:
+        parts.append(f"{_ids(cyclic)} lead{'s' if len(cyclic) == 1 else ''} "
+                     "into a cycle of parent links")
+    return (f"trace {spans[0].trace_id:032x}: {len(spans)} span(s) not graded, no root reaches "
+            f"them: {'; '.join(parts)}")
+
+
+def _ids(ids: Sequence[int], most: int = 5) -> str:
+    shown = ", ".join(f"{i:016x}" for i in ids[:most])
+    more = f" and {len(ids) - most} more" if len(ids) > most else ""
+    return f"span{'s' if len(ids) > 1 else ''} {shown}{more}"
+
+
 def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
                 input_format: str | None = None, group_by: str | None = None,
                 progress: TextIO | None = None,
@@ -80,8 +101,12 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     for path in paths:
         spans_before, problems_before = outcome.spans, len(outcome.problems)
         records = read_records(path, input_format=input_format, on_problem=problem)
+
+        def detached(spans: list[SpanRecord], path: str = path) -> None:
+            problem(InputProblem(path, None, detached_message(spans)))
+
         for trace in iter_traces(_counted(records, outcome, meter)):
-            outcome.reports.extend(grade_records(trace, config))
+            outcome.reports.extend(grade_records(trace, config, on_detached=detached))
         if outcome.spans == spans_before and len(outcome.problems) > problems_before:
             # Nothing but problems: this is not a trace file we can read.
             raise InputError(f"{path}: no span could be read "

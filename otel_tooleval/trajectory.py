@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any
@@ -210,12 +210,16 @@ def group_by_trace(records: Iterable[SpanRecord]) -> dict[int, list[SpanRecord]]
     return traces
 
 
-def find_runs(records: Iterable[SpanRecord],
-              policy: RunPolicy) -> list[tuple[SpanRecord, list[SpanRecord]]]:
+def find_runs(records: Iterable[SpanRecord], policy: RunPolicy, *,
+              on_detached: Callable[[list[SpanRecord]], None] | None = None,
+              ) -> list[tuple[SpanRecord, list[SpanRecord]]]:
     """Cut complete traces into runs: ``(root, members)`` pairs, in root start order.
 
     Takes the same decisions as the live processor: outermost agent spans, a framework local
     root as one run, nested agents merged (or, with ``nested_agents: separate``, graded too).
+
+    Spans that no local root reaches (their parent links form a cycle, or a span names itself
+    as its parent) belong to no run; ``on_detached`` receives them, one call per trace.
     """
     out: list[tuple[SpanRecord, list[SpanRecord]]] = []
     for trace in group_by_trace(records).values():
@@ -235,11 +239,16 @@ def find_runs(records: Iterable[SpanRecord],
             else:
                 children[s.parent_id].append(s)
 
+        reached = 0
         for local in local_roots:
             tree = _subtree(local, children)
+            reached += len(tree)
             roots = _run_roots(local, tree, children, policy)
             for root in roots:
                 out.append((root, tree if root is local else _subtree(root, children)))
+        if reached < len(spans) and on_detached is not None:
+            found = {s.span_id for local in local_roots for s in _subtree(local, children)}
+            on_detached([s for s in spans if s.span_id not in found])
     out.sort(key=lambda pair: (pair[0].start_ns, pair[0].span_id))
     return out
 

@@ -28,9 +28,7 @@ def stays_in_the_repository() -> Iterator[None]:
 def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     """Exporters talk to 127.0.0.1 directly: no proxies, no inherited OTEL_* settings."""
     for name in list(os.environ):
-        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy"):
-            monkeypatch.delenv(name)
-        elif name.startswith("OTEL_") or name == "TOOLEVAL_CONFIG":
+        if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy") or name.startswith("OTEL_") or name == "TOOLEVAL_CONFIG":
             monkeypatch.delenv(name)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")

@@ -14,8 +14,8 @@ import pytest
 
 from otel_tooleval import load_config
 from otel_tooleval.aggregate import aggregate
-from otel_tooleval.grading import grade_run
-from otel_tooleval.model import GradeResult, RunReport
+from otel_tooleval.grading import grade_records, grade_run
+from otel_tooleval.model import GradeResult, RunReport, SpanRecord
 from otel_tooleval.outputs import (
     html_report,
     render_html,
@@ -27,7 +27,7 @@ from otel_tooleval.outputs.marks import BROKE, PARTIAL, SATISFIED, call_marks
 from otel_tooleval.outputs.text import fmt_duration, one_line, readable
 from otel_tooleval.outputs.timeline import Axis
 from otel_tooleval.trajectory import build_run
-from tests.support.runs import call, records, run_of
+from tests.support.runs import ROOT, call, records, run_of
 
 CONFIG: dict[str, Any] = {"graders": [
     {"name": "runs-tests", "type": "tool-calls",
@@ -141,6 +141,30 @@ def junit(reports: Sequence[RunReport], agg: dict[str, Any], **kw: Any) -> ET.El
     return ET.fromstring(text.encode("utf-8"))
 
 
+def test_junit_two_runs_of_one_trace_are_distinct_cases() -> None:
+    # Two sibling agent runs under one HTTP request span: one trace, two roots, one passing
+    # and one failing. Each run x grader must be its own test case, told apart by the root.
+    cfg = load_config(CONFIG)
+    http = SpanRecord(TRACES[0], 0xA, 0, "POST /ask", 0, 10**9, {"http.method": "POST"})
+    first = [r._replace(trace_id=TRACES[0], span_id=r.span_id + 0x1000,
+                        parent_id=(0xA if r.parent_id == 0 else r.parent_id + 0x1000))
+             for r in records([call("search"), call("fetch", step=1), call("report", step=2)],
+                              agent="researcher")]
+    second = [r._replace(trace_id=TRACES[0], span_id=r.span_id + 0x2000,
+                         parent_id=(0xA if r.parent_id == 0 else r.parent_id + 0x2000))
+              for r in records([call("report")], agent="researcher")]
+    reports = grade_records([http, *first, *second], cfg)
+    assert [r.run.root_span_id for r in reports] == [0x1001, 0x2001]
+    root = junit(reports, aggregate(reports, cfg))
+    cases = [c for c in root.iter("testcase") if c.get("classname") != "aggregate"]
+    keys = [(c.get("classname"), c.get("name")) for c in cases]
+    assert len(keys) == 2 * len(cfg.graders) == len(set(keys))
+    assert {c.get("classname") for c in cases} == {
+        f"researcher {TRACES[0]:032x} {0x1001:016x}", f"researcher {TRACES[0]:032x} {0x2001:016x}"}
+    failed = {c.get("classname") for c in cases if c.find("failure") is not None}
+    assert failed == {f"researcher {TRACES[0]:032x} {0x2001:016x}"}
+
+
 def test_junit_one_case_per_run_and_grader_with_failures() -> None:
     reports, agg = sample()
     root = junit(reports, agg)
@@ -151,8 +175,8 @@ def test_junit_one_case_per_run_and_grader_with_failures() -> None:
     run_cases = [c for c in cases if c.get("classname") != "aggregate"]
     assert len(run_cases) == 3 * 4
     assert [c.get("classname") for c in run_cases[::4]] == [
-        f"researcher {TRACES[0]:032x}", f"planner <b> {TRACES[1]:032x}",
-        f"researcher {TRACES[2]:032x}"]
+        f"researcher {TRACES[0]:032x} {ROOT:016x}", f"planner <b> {TRACES[1]:032x} {ROOT:016x}",
+        f"researcher {TRACES[2]:032x} {ROOT:016x}"]
     assert [c.get("name") for c in run_cases[:4]] == ["runs-tests", "workflow", "selection",
                                                       "order"]
     failing = [(r.name, r.type, r.explanation) for rep in reports for r in rep.results

@@ -107,7 +107,8 @@ def test_rootless_traces_are_decided_after_the_ttl_with_what_arrived() -> None:
 
 
 def test_caps_evict_the_oldest_trace_and_forward_past_the_span_cap() -> None:
-    config = load_config({"limits": {"max_open_runs": 2, "max_spans_per_trace": 2}})
+    config = load_config({"graders": [{"type": "tool-call-order", "tool_calls_order": ["a"]}],
+                          "limits": {"max_open_runs": 2, "max_spans_per_trace": 2}})
     clock = Clock()
     drops: list[str] = []
     b: TailBuffers[str] = TailBuffers(config, 5.0, clock=clock,

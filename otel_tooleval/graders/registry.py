@@ -5,7 +5,10 @@ A family is one module: a pydantic params model next to its logic, and one ``reg
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import difflib
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -15,11 +18,13 @@ from pydantic import BaseModel, ValidationError
 from ..model import AgentRun, GradeResult
 
 __all__ = [
+    "CONFIGURATION_ERROR",
     "REGISTRY",
     "Grader",
     "GraderFamily",
     "GradingConfigError",
     "Problem",
+    "did_you_mean",
     "families",
     "family_by_keys",
     "family_for",
@@ -53,6 +58,11 @@ def format_loc(loc: Loc) -> str:
 
 class GradingConfigError(Exception):
     """A configuration problem that only shows when a run is graded (label ``error``)."""
+
+
+#: ``GradeResult.error`` of a result that met a ``GradingConfigError``: the config, not the
+#: agent, is wrong (``grade`` exits 2 on it, not 1).
+CONFIGURATION_ERROR = "ConfigurationError"
 
 
 @runtime_checkable
@@ -155,15 +165,59 @@ _MESSAGES = {
 }
 
 
+def did_you_mean(word: str, known: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the closest of ``known``, or nothing when none is close."""
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    """The pydantic models an annotation may hold (through Optional, unions, lists, dicts)."""
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    if isinstance(annotation, (types.GenericAlias, types.UnionType)) or typing.get_origin(
+            annotation) is not None:
+        return [m for arg in typing.get_args(annotation) for m in _models_in(arg)]
+    return []
+
+
+def _keys_at(model: type[BaseModel], path: Loc) -> set[str]:
+    """The keys a model accepts at ``path`` (list indexes and dict keys walked through)."""
+    models = [model]
+    for part in path:
+        if isinstance(part, int):
+            continue
+        inner: list[type[BaseModel]] = []
+        for m in models:
+            field = m.model_fields.get(part)
+            inner.extend(_models_in(field.annotation) if field is not None else [m])
+        models = inner
+        if not models:
+            return set()
+    keys: set[str] = set()
+    for m in models:
+        for name, field in m.model_fields.items():
+            keys.add(field.alias or name)
+    return keys
+
+
 def problems_from_validation(err: ValidationError, prefix: Loc = (),
-                             extra_messages: Mapping[str, str] | None = None) -> list[Problem]:
-    """Turn pydantic errors into located problems with messages a person can act on."""
+                             extra_messages: Mapping[str, str] | None = None,
+                             model: type[BaseModel] | None = None) -> list[Problem]:
+    """Turn pydantic errors into located problems with messages a person can act on.
+
+    With the ``model`` that was validated, an unknown key names the closest known one.
+    """
     problems = []
     for e in err.errors(include_url=False):
         loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
         message = _MESSAGES.get(e["type"], e["msg"])
-        if e["type"] == "extra_forbidden" and extra_messages and loc:
-            message = extra_messages.get(str(loc[-1]), message)
+        if e["type"] == "extra_forbidden" and loc:
+            hint = extra_messages.get(str(loc[-1])) if extra_messages else None
+            if hint is not None:
+                message = hint
+            elif model is not None:
+                message += did_you_mean(str(loc[-1]), _keys_at(model, loc[:-1]))
         if e["type"] == "value_error" and message.startswith("Value error, "):
             message = message[len("Value error, "):]
         problems.append(Problem(prefix + loc, message))
@@ -176,4 +230,4 @@ def params_of(model: type[BaseModel], data: Any, extra_messages: Mapping[str, st
     try:
         return model.model_validate(data)
     except ValidationError as err:
-        raise ConfigProblems(problems_from_validation(err, (), extra_messages)) from None
+        raise ConfigProblems(problems_from_validation(err, (), extra_messages, model)) from None

@@ -24,6 +24,7 @@ from pydantic import (
 from ..model import AgentRun, GradeResult, ToolCall
 from .matching import compile_safe, max_match_chars, search
 from .registry import (
+    CONFIGURATION_ERROR,
     ConfigProblems,
     GraderFamily,
     GradingConfigError,
@@ -228,7 +229,7 @@ class ToolCallsGrader:
             if self.sequence:
                 checks.append(self._sequence(run, [next(candidates) for _ in self.sequence]))
         except GradingConfigError as exc:
-            return GradeResult.failure(self.name, TYPE, "ConfigurationError", str(exc))
+            return GradeResult.failure(self.name, TYPE, CONFIGURATION_ERROR, str(exc))
         held = sum(1 for c in checks if c["passed"])
         passed = held == len(checks)
         failing = [c["message"] for c in checks if not c["passed"]]

@@ -24,6 +24,7 @@ from .custom import CustomGrader, load_reference, registered_grader
 from .extractors import EXTRACTORS, Extraction, Extractor, build_extractor
 from .matching import compile_safe, search, unsafe_reason
 from .registry import (
+    CONFIGURATION_ERROR,
     ConfigProblems,
     GraderFamily,
     GradingConfigError,
@@ -188,7 +189,7 @@ class ToolGrader:
             assert self.builtin is not None
             return self._grade_builtin(run, self.builtin)
         except GradingConfigError as exc:
-            return GradeResult.failure(self.name, TYPE, "ConfigurationError", str(exc))
+            return GradeResult.failure(self.name, TYPE, CONFIGURATION_ERROR, str(exc))
 
     def _truth(self, run: AgentRun) -> _Truth:
         value = run.root_attributes.get(self.ground_truth_attribute)

@@ -25,6 +25,10 @@ def render_junit(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
                  problems: Sequence[str] = ()) -> str:
     """A ``testsuites`` document with one ``testsuite`` named ``otel-tooleval``.
 
+    Each run and grader is a test case: ``classname`` is the agent name, the trace id and the
+    run's root span id (unique per run, even for sibling runs of one trace), ``name`` is the
+    grader's name.
+
     A result labelled ``error`` (the grader raised or could not grade) gets an ``error``
     element; any other result that did not pass gets a ``failure`` element. Each aggregate gate
     of an equal-function-set grader is a test case of classname ``aggregate`` (one per group
@@ -36,7 +40,9 @@ def render_junit(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     tests = failures = errors = 0
     for report in reports:
         run = report.run
-        classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex}")
+        # The root span id too: two runs of one trace (sibling agents) are two test cases.
+        classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex} "
+                             f"{run.root_span_id_hex}")
         for result in report.results:
             case = ET.SubElement(suite, "testcase", classname=classname,
                                  name=one_line(result.name))

@@ -21,7 +21,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tooleval import ToolEvalSpanProcessor
-from otel_tooleval.config import ConfigError, ConfiguredGrader, load_config
+from otel_tooleval.config import ConfigError, ConfiguredGrader, config_from_mapping, load_config
 from otel_tooleval.graders.matching import (
     DEFAULT_MAX_MATCH_CHARS,
     grading_limits,
@@ -194,7 +194,7 @@ class _Spin:
 
 
 def _with(config: Any, *graders: Any) -> Any:
-    cfg = load_config(config)
+    cfg = config_from_mapping(config, allow_no_graders=True)   # the graders come below
     extra = tuple(ConfiguredGrader(g.name, g.type, None, g) for g in graders)
     return dataclasses.replace(cfg, graders=cfg.graders + extra)
 
