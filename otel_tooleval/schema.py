@@ -66,9 +66,11 @@ def config_schema() -> dict[str, Any]:
         "title": "otel-tooleval configuration",
         "type": "object",
         "additionalProperties": False,
+        "required": ["graders"],
         "properties": {
-            "graders": {"type": "array", "items": {"anyOf": entries},
-                        "description": "graders, each in the shape of its seed tool"},
+            "graders": {"type": "array", "items": {"anyOf": entries}, "minItems": 1,
+                        "description": "graders, each in the shape of its seed tool "
+                                       "(at least one)"},
             **sections,
         },
         "$defs": defs,
