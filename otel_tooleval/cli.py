@@ -50,6 +50,9 @@ def _grade(args: argparse.Namespace) -> int:
     from .files import InputError, InputProblem
     from .offline import grade_files
 
+    if args.include_calls and args.format != "json":
+        print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
+        return 2
     config = load_config(args.config)
 
     shown: list[str] = []
@@ -67,7 +70,8 @@ def _grade(args: argparse.Namespace) -> int:
         return 2
     out_stream = sys.stdout
     if args.format == "json":
-        text = render.render_json(outcome.reports, outcome.aggregate)
+        text = render.render_json(outcome.reports, outcome.aggregate,
+                                  include_calls=args.include_calls)
     elif args.format == "junit":
         text = render.render_junit(outcome.reports, outcome.aggregate, problems=shown)
     elif args.format == "html":
@@ -205,6 +209,8 @@ def _parser() -> argparse.ArgumentParser:
                             "skipped (default: exit 2)")
     grade.add_argument("--group-by", metavar="ATTRIBUTE",
                        help="root-span attribute grouping runs for the aggregate gates")
+    grade.add_argument("--include-calls", action="store_true",
+                       help="with --format json: each run's tool calls too (docs/inspect.md)")
     grade.set_defaults(func=_grade)
     serve = sub.add_parser(
         "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",
