@@ -101,6 +101,29 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if aggregate_passed(outcome.aggregate) else 1
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from .files import InputError, InputProblem
+    from .inspection import inspect_files
+    from .outputs.inspect_report import render_inspect_json, render_inspect_table
+
+    config = load_config(args.config) if args.config else None
+    shown: list[str] = []
+
+    def problem(p: InputProblem) -> None:
+        shown.append(str(p))
+        print(f"otel-tooleval: {p}", file=sys.stderr)
+
+    try:
+        found = inspect_files(args.files, config, input_format=args.input_format,
+                              on_problem=problem)
+    except InputError as exc:
+        print(f"otel-tooleval: {exc}", file=sys.stderr)
+        return 2
+    render = render_inspect_json if args.format == "json" else render_inspect_table
+    sys.stdout.write(render(found, shown))
+    return 0
+
+
 def _schema(args: argparse.Namespace) -> int:
     from .schema import config_schema
 
@@ -212,6 +235,19 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("--include-calls", action="store_true",
                        help="with --format json: each run's tool calls too (docs/inspect.md)")
     grade.set_defaults(func=_grade)
+    inspect = sub.add_parser(
+        "inspect", help="show the runs, calls and unused spans read from trace files",
+        description="Read trace files as grade does and show what was found: each run with "
+                    "its calls (and the convention that recognised each), then the spans not "
+                    "used, by instrumentation scope and by attributes that look like tool, "
+                    "agent or model markers. Exit 0 when the input was read (even with no "
+                    "run), 2 when a file is unreadable. See docs/inspect.md.")
+    inspect.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
+    inspect.add_argument("--config", "-c",
+                         help="config whose runs: section cuts the runs (default: defaults)")
+    inspect.add_argument("--format", "-f", choices=["table", "json"], default="table")
+    inspect.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    inspect.set_defaults(func=_inspect)
     serve = sub.add_parser(
         "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",
         description="Receive OTLP traces (gRPC, and HTTP with protobuf or JSON), grade the agent "
