@@ -54,6 +54,9 @@ def _grade(args: argparse.Namespace) -> int:
     from .files import InputError, InputProblem
     from .offline import grade_files
 
+    if args.include_calls and args.format != "json":
+        print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
+        return 2
     config = load_config_file(args.config)
 
     shown: list[str] = []
@@ -71,7 +74,8 @@ def _grade(args: argparse.Namespace) -> int:
         return 2
     out_stream = sys.stdout
     if args.format == "json":
-        text = render.render_json(outcome.reports, outcome.aggregate)
+        text = render.render_json(outcome.reports, outcome.aggregate,
+                                  include_calls=args.include_calls)
     elif args.format == "junit":
         text = render.render_junit(outcome.reports, outcome.aggregate, problems=shown)
     elif args.format == "html":
@@ -130,6 +134,30 @@ def _config_errors(reports: Sequence[RunReport]) -> str:
     return (f"config problem found while grading ({len(found)} result(s) of grader(s) "
             f"{', '.join(names)}), the first in trace {report.run.trace_id_hex} root "
             f"{report.run.root_span_id_hex}: {result.name}: {result.explanation}")
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from .files import InputError, InputProblem
+    from .inspection import inspect_files
+    from .outputs.inspect_report import render_inspect_json, render_inspect_table
+
+    config = (load_config_file(args.config, allow_no_graders=True) if args.config
+              else None)
+    shown: list[str] = []
+
+    def problem(p: InputProblem) -> None:
+        shown.append(str(p))
+        print(f"otel-tooleval: {p}", file=sys.stderr)
+
+    try:
+        found = inspect_files(args.files, config, input_format=args.input_format,
+                              on_problem=problem)
+    except InputError as exc:
+        print(f"otel-tooleval: {exc}", file=sys.stderr)
+        return 2
+    render = render_inspect_json if args.format == "json" else render_inspect_table
+    sys.stdout.write(render(found, shown))
+    return 0
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -256,7 +284,22 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: exit 2, a gate never passes on nothing)")
     grade.add_argument("--min-runs", type=_count, default=1, metavar="N",
                        help="exit 2 when fewer than N agent runs were found (default 1)")
+    grade.add_argument("--include-calls", action="store_true",
+                       help="with --format json: each run's tool calls too (docs/inspect.md)")
     grade.set_defaults(func=_grade)
+    inspect = sub.add_parser(
+        "inspect", help="show the runs, calls and unused spans read from trace files",
+        description="Read trace files as grade does and show what was found: each run with "
+                    "its calls (and the convention that recognised each), then the spans not "
+                    "used, by instrumentation scope and by attributes that look like tool, "
+                    "agent or model markers. Exit 0 when the input was read (even with no "
+                    "run), 2 when a file is unreadable. See docs/inspect.md.")
+    inspect.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
+    inspect.add_argument("--config", "-c",
+                         help="config whose runs: section cuts the runs (default: defaults)")
+    inspect.add_argument("--format", "-f", choices=["table", "json"], default="table")
+    inspect.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    inspect.set_defaults(func=_inspect)
     serve = sub.add_parser(
         "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",
         description="Receive OTLP traces (gRPC, and HTTP with protobuf or JSON), grade the agent "

@@ -359,17 +359,15 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
     if isinstance(source, os.PathLike) or "\n" not in source and source.strip().endswith((".yaml", ".yml", ".json")) or "\n" not in source and _is_file(source):
         path = Path(source)
     if path is not None:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError([Problem((), f"cannot read {path}: {exc.strerror or exc}")],
-                              str(path)) from None
-        return config_from_mapping(_parse_text(text, str(path)), str(path))
+        return load_config_file(path)
     return config_from_mapping(_parse_text(str(source), None), None)
 
 
-def load_config_file(path: str | os.PathLike[str]) -> ToolEvalConfig:
+def load_config_file(path: str | os.PathLike[str], *,
+                     allow_no_graders: bool = False) -> ToolEvalConfig:
     """Load the config file at ``path`` (what ``--config`` names: always a path, never YAML).
+
+    ``allow_no_graders`` for readers that grade nothing (``inspect`` takes ``runs:`` alone).
 
     Raises:
         ConfigError: the file is missing, is a folder, cannot be read, or is not a valid config.
@@ -379,7 +377,13 @@ def load_config_file(path: str | os.PathLike[str]) -> ToolEvalConfig:
         raise ConfigError([Problem((), f"{where} is a folder, not a config file")], str(where))
     if not where.exists():
         raise ConfigError([Problem((), f"{where}: no such file")], str(where))
-    return load_config(where)
+    try:
+        text = where.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([Problem((), f"cannot read {where}: {exc.strerror or exc}")],
+                          str(where)) from None
+    return config_from_mapping(_parse_text(text, str(where)), str(where),
+                               allow_no_graders=allow_no_graders)
 
 
 def _parse_text(text: str, source: str | None) -> Any:

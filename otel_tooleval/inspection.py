@@ -1,0 +1,278 @@
+"""``otel-tooleval inspect``: what was read from trace files, for when a verdict surprises.
+
+Files are read and cut into runs exactly as ``grade`` reads them (``offline.grade_files``):
+the same readers, the same ``find_runs`` / ``build_run`` decisions under the config's
+``runs:`` section. Nothing is graded. Besides the runs and their calls, every span that was
+not used (not a run root, nor a tool, model or agent span inside a run) is counted by its
+instrumentation scope and by the attribute keys that look like tool, agent or model markers,
+so that spans of a framework no convention knows show up by name.
+
+The convention of a call is worked out here from its span's attributes, after the fact, so
+the hot path (``conventions._tool_call``) stays as it is.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import EmitConfig, LimitsConfig, RunsConfig, ToolEvalConfig
+from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
+from .files import InputError, InputProblem, iter_traces, read_records
+from .model import AgentRun, SpanRecord
+from .trajectory import RunPolicy, build_run, find_runs
+
+__all__ = ["CANDIDATE_PATTERNS", "InspectedRun", "Inspection", "KeyCensus", "Unrecognised",
+           "convention_of", "default_config", "hints", "inspect_files", "session_of"]
+
+#: Attribute keys (matched case-insensitively) that look like a tool, agent or model marker.
+CANDIDATE_PATTERNS: tuple[str, ...] = (
+    "*tool*name*", "*tool*input*", "*tool*output*", "*tool*arg*", "*tool*result*",
+    "*tool*call*", "*agent*", "*.model*", "*operation.name", "*span.kind",
+)
+_CANDIDATE = re.compile("|".join(fnmatch.translate(p) for p in CANDIDATE_PATTERNS),
+                        re.IGNORECASE)
+# Keys that match a pattern by accident: HTTP's user agent is no agent.
+_NOT_CANDIDATE = re.compile(r".*user[._-]?agent.*", re.IGNORECASE)
+#: Keys some convention reads: on a span that was not used, they point at the run cutting
+#: (or at marker values no convention knows), not at a missing convention.
+READ_KEYS: frozenset[str] = frozenset(
+    {*MARKER_KEYS, "gen_ai.agent.name", "agent.name", "tool.synthesized"}
+    | {key for conv in TOOL_CONVENTIONS
+       for key in (conv.name, *conv.arguments, *conv.result, *conv.call_id)})
+SESSION_KEYS: tuple[str, ...] = ("gen_ai.conversation.id", "session.id")
+#: Distinct candidate keys tracked; more are only counted (``Unrecognised.more_keys``).
+MAX_KEYS = 1000
+_SAMPLE_CHARS = 200
+
+
+def default_config() -> ToolEvalConfig:
+    """The config ``inspect`` uses without ``--config``: default ``runs:``, no graders.
+
+    Built here rather than loaded, so it does not depend on what a config file must hold.
+    """
+    limits = LimitsConfig()
+    runs = RunsConfig()
+    policy = RunPolicy(server_attributes=tuple(runs.server_attributes),
+                       max_calls_per_run=limits.max_calls_per_run)
+    return ToolEvalConfig((), runs, limits, EmitConfig(), policy)
+
+
+def convention_of(attributes: Mapping[str, Any]) -> str | None:
+    """The ``ToolConvention.convention`` whose name attribute made a span a tool call (the
+    first row that matches, as ``conventions._tool_call`` picks it); None for none."""
+    for conv in TOOL_CONVENTIONS:
+        if attributes.get(conv.name) is not None and (
+                conv.when is None or attributes.get(conv.when[0]) == conv.when[1]):
+            return conv.convention
+    return None
+
+
+def session_of(attributes: Mapping[str, Any]) -> str | None:
+    """The first of ``gen_ai.conversation.id``, ``session.id`` a root span carries."""
+    for key in SESSION_KEYS:
+        value = attributes.get(key)
+        if value is not None and value != "":
+            return str(value)
+    return None
+
+
+@dataclass(slots=True)
+class InspectedRun:
+    """A run as ``grade`` would cut it, with the convention of each call.
+
+    ``excluded`` runs were found but are not graded: their agent is not in ``runs.agents``.
+    """
+
+    run: AgentRun
+    conventions: tuple[str | None, ...]
+    session: str | None
+    excluded: bool = False
+
+
+@dataclass(slots=True)
+class KeyCensus:
+    """One candidate attribute key among the spans that were not used."""
+
+    spans: int = 0
+    outside_runs: int = 0
+    sample: Any = None
+    scopes: Counter[str] = field(default_factory=Counter)
+
+
+@dataclass(slots=True)
+class Unrecognised:
+    """The spans not used: counts by scope and by candidate attribute key."""
+
+    spans: int = 0
+    in_runs: int = 0
+    scopes: Counter[str] = field(default_factory=Counter)
+    keys: dict[str, KeyCensus] = field(default_factory=dict)
+    more_keys: int = 0
+
+    def add(self, record: SpanRecord, *, in_run: bool) -> None:
+        self.spans += 1
+        self.in_runs += in_run
+        scope = record.scope or "(no scope)"
+        self.scopes[scope] += 1
+        for key, value in record.attributes.items():
+            if not _CANDIDATE.fullmatch(key) or _NOT_CANDIDATE.fullmatch(key):
+                continue
+            entry = self.keys.get(key)
+            if entry is None:
+                if len(self.keys) >= MAX_KEYS:
+                    self.more_keys += 1
+                    continue
+                entry = self.keys[key] = KeyCensus(sample=_sample(value))
+            entry.spans += 1
+            entry.outside_runs += not in_run
+            entry.scopes[scope] += 1
+
+
+@dataclass(slots=True)
+class Inspection:
+    """What ``inspect_files`` read."""
+
+    files: list[str] = field(default_factory=list)
+    spans: int = 0
+    traces: int = 0
+    traces_without_runs: int = 0
+    runs: list[InspectedRun] = field(default_factory=list)
+    unrecognised: Unrecognised = field(default_factory=Unrecognised)
+    problems: list[InputProblem] = field(default_factory=list)
+
+    @property
+    def graded_runs(self) -> list[InspectedRun]:
+        return [r for r in self.runs if not r.excluded]
+
+
+def _sample(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        value = value.hex()
+    elif isinstance(value, (tuple, list)):
+        value = list(value)
+        text = repr(value)
+        return value if len(text) <= _SAMPLE_CHARS else text[:_SAMPLE_CHARS - 1] + "…"
+    elif not isinstance(value, (str, int, float, bool)) and value is not None:
+        value = str(value)
+    if isinstance(value, str) and len(value) > _SAMPLE_CHARS:
+        return value[:_SAMPLE_CHARS - 1] + "…"
+    return value
+
+
+def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: Inspection
+                  ) -> None:
+    """Cut one trace into runs as ``grade`` does; count what was not used."""
+    policy, agents = config.policy, config.runs.agents
+    used: set[int] = set()
+    in_run: set[int] = set()
+    found = find_runs(records, policy)
+    for root, members in found:
+        run = build_run(root, members, policy)
+        by_id = {m.span_id: m for m in members}
+        conventions = tuple(convention_of(by_id[c.span_id].attributes) if c.span_id in by_id
+                            else None for c in run.calls)
+        out.runs.append(InspectedRun(run, conventions, session_of(root.attributes),
+                                     excluded=agents is not None and run.agent not in agents))
+        used.add(root.span_id)
+        used.update(c.span_id for c in run.calls)
+        for member in members:
+            in_run.add(member.span_id)
+            if span_kind(member.attributes):
+                used.add(member.span_id)   # model calls, nested agents, ignored tools
+    out.traces_without_runs += not found
+    seen: set[int] = set()
+    for record in records:
+        if record.span_id in seen:
+            continue     # the same span twice in the input (exporter retries) counts once
+        seen.add(record.span_id)
+        if record.span_id not in used:
+            out.unrecognised.add(record, in_run=record.span_id in in_run)
+
+
+def inspect_files(paths: Iterable[str], config: ToolEvalConfig | None = None, *,
+                  input_format: str | None = None,
+                  on_problem: Callable[[InputProblem], None] | None = None) -> Inspection:
+    """Read every file (``-`` is standard input) as ``grade`` does, and inspect each trace.
+
+    Raises:
+        files.InputError: a file cannot be read at all, or gave problems and not one span.
+    """
+    config = config if config is not None else default_config()
+    out = Inspection()
+    trace_ids: set[int] = set()
+
+    def problem(p: InputProblem) -> None:
+        out.problems.append(p)
+        if on_problem is not None:
+            on_problem(p)
+
+    def counted(records: Iterable[SpanRecord]) -> Iterable[SpanRecord]:
+        for record in records:
+            out.spans += 1
+            yield record
+
+    for path in paths:
+        out.files.append(path)
+        spans_before, problems_before = out.spans, len(out.problems)
+        records = read_records(path, input_format=input_format, on_problem=problem)
+        for trace in iter_traces(counted(records)):
+            trace_ids.add(trace[0].trace_id)
+            inspect_trace(trace, config, out)
+        if out.spans == spans_before and len(out.problems) > problems_before:
+            raise InputError(f"{path}: no span could be read "
+                             f"({len(out.problems) - problems_before} problems)")
+    out.traces = len(trace_ids)
+    out.runs.sort(key=lambda r: (r.run.start_ns, r.run.trace_id, r.run.root_span_id))
+    return out
+
+
+_PATTERNS = tuple(re.compile(fnmatch.translate(p), re.IGNORECASE) for p in CANDIDATE_PATTERNS)
+
+
+def _priority(key: str) -> tuple[int, str]:
+    """Tool names first, then tool inputs and outputs, then agent and model keys."""
+    rank = next((i for i, p in enumerate(_PATTERNS) if p.fullmatch(key)), len(_PATTERNS))
+    return rank, key
+
+
+def hints(unrecognised: Unrecognised) -> list[str]:
+    """What the candidate keys of the spans not used suggest, one sentence each.
+
+    Keys no convention reads are grouped by scope; there is no config to map them yet.
+    """
+    out: list[str] = []
+    unknown_by_scope: dict[str, list[str]] = {}
+    for key, entry in sorted(unrecognised.keys.items(), key=lambda kv: (-kv[1].spans, kv[0])):
+        if key not in READ_KEYS:
+            for scope in entry.scopes:
+                unknown_by_scope.setdefault(scope, []).append(key)
+        elif entry.outside_runs:
+            out.append(f"`{key}` is read by otel-tooleval, but {entry.outside_runs} span(s) "
+                       "carrying it are in no run: no agent or framework span was found above "
+                       "them (see `runs.root`, `runs.agent_span_names`).")
+        else:
+            out.append(f"`{key}` is read by otel-tooleval, yet {entry.spans} span(s) inside "
+                       f"runs carrying it were not taken as an agent, model or tool call "
+                       f"(sample: {entry.sample!r}): a kind marker counts only with the values "
+                       "a convention knows, a tool span needs its name attribute, and one "
+                       "marked `tool.synthesized` is no call.")
+    for scope, count in unrecognised.scopes.most_common():
+        keys = sorted(unknown_by_scope.get(scope, ()), key=_priority)
+        if not keys:
+            continue
+        shown = ", ".join(f"`{k}`" for k in keys[:6]) + (
+            f" and {len(keys) - 6} more" if len(keys) > 6 else "")
+        out.append(f"spans of scope `{scope}` ({count}) carry {shown}: nothing in otel-tooleval "
+                   "reads these keys. A `conventions:` mapping in the config would (not yet "
+                   "supported: see the conventions issue); until then only spans that carry "
+                   "`gen_ai.tool.name`, `tool.name` or Traceloop's tool attributes are read as "
+                   "tool calls.")
+    if unrecognised.more_keys:
+        out.append(f"{unrecognised.more_keys} more candidate attribute value(s), of keys past "
+                   f"the first {MAX_KEYS} distinct ones, were seen but not tracked.")
+    return out

@@ -1,0 +1,149 @@
+"""``otel-tooleval inspect``: the table (a terminal, a CI log) and the JSON document."""
+
+from __future__ import annotations
+
+import textwrap
+from collections.abc import Sequence
+from typing import Any
+
+from ..inspection import InspectedRun, Inspection, hints
+from ..model import ToolCall, text_of
+from .calls import call_status, call_to_dict
+from .json_doc import json_text
+from .text import one_line, shorten
+
+__all__ = ["inspect_document", "render_inspect_json", "render_inspect_table"]
+
+_INDENT = "    "
+_WIDTH = 100
+_VALUE_CHARS = 80
+_MAX_PROBLEMS = 50
+
+
+def _run_dict(item: InspectedRun) -> dict[str, Any]:
+    run = item.run
+    return {
+        "trace_id": run.trace_id_hex,
+        "root_span_id": run.root_span_id_hex,
+        "root_name": run.root_name,
+        "agent": run.agent,
+        "session": item.session,
+        "graded": not item.excluded,
+        "calls": [{**call_to_dict(call), "convention": convention}
+                  for call, convention in zip(run.calls, item.conventions, strict=True)],
+    }
+
+
+def inspect_document(found: Inspection, problems: Sequence[str]) -> dict[str, Any]:
+    """The JSON document of ``inspect --format json`` as plain data."""
+    unrecognised = found.unrecognised
+    return {
+        "files": found.files,
+        "spans": found.spans,
+        "traces": found.traces,
+        "traces_without_runs": found.traces_without_runs,
+        "runs": [_run_dict(item) for item in found.runs],
+        "unrecognised": {
+            "spans": unrecognised.spans,
+            "in_runs": unrecognised.in_runs,
+            "scopes": dict(unrecognised.scopes.most_common()),
+            "candidate_attributes": {
+                key: {"spans": entry.spans, "sample": entry.sample,
+                      "scopes": dict(entry.scopes.most_common())}
+                for key, entry in sorted(unrecognised.keys.items(),
+                                         key=lambda kv: (-kv[1].spans, kv[0]))},
+            "hints": hints(unrecognised),
+        },
+        "problems": list(problems),
+    }
+
+
+def render_inspect_json(found: Inspection, problems: Sequence[str]) -> str:
+    """One JSON document (one line) and a newline; values in full."""
+    return json_text(inspect_document(found, problems)) + "\n"
+
+
+def _value(value: Any) -> str:
+    return shorten(one_line(text_of(value)), _VALUE_CHARS)
+
+
+def _call_lines(n: int, call: ToolCall, convention: str | None) -> list[str]:
+    status = call_status(call)
+    if status == "error":
+        status = f"error: {shorten(one_line(call.error or ''), _VALUE_CHARS)}"
+    ms = call.duration_ms
+    took = f"{ms:.1f} ms" if ms is not None else "-"
+    head = (f"{_INDENT}{n:>3}. {one_line(call.name)}  [{status}]  step {call.step}  {took}  "
+            f"span {call.span_id:016x}  via {convention or '?'}")
+    lines = [head, f"{_INDENT}       arguments: {_value(call.arguments)}"]
+    if call.has_result:
+        lines.append(f"{_INDENT}       result:    {_value(call.result)}")
+    return lines
+
+
+def _run_lines(i: int, item: InspectedRun) -> list[str]:
+    run = item.run
+    agent = one_line(run.agent) if run.agent is not None else "(unnamed)"
+    head = (f"run {i}  agent={agent}  trace={run.trace_id_hex}  root={run.root_span_id_hex} "
+            f"{one_line(run.root_name)!r}")
+    if item.session is not None:
+        head += f"  session={one_line(item.session)}"
+    if item.excluded:
+        head += "  (not graded: agent not in runs.agents)"
+    lines = [head]
+    if not run.calls:
+        lines.append(f"{_INDENT}(no tool calls)")
+    for n, (call, convention) in enumerate(zip(run.calls, item.conventions, strict=True), 1):
+        lines.extend(_call_lines(n, call, convention))
+    return lines
+
+
+def _unrecognised_lines(found: Inspection) -> list[str]:
+    u = found.unrecognised
+    head = (f"spans not used: {u.spans} ({u.in_runs} inside runs, "
+            f"{u.spans - u.in_runs} in no run)")
+    lines = [head]
+    if not u.spans:
+        return lines
+    lines.append(f"{_INDENT}by instrumentation scope:")
+    width = min(max(len(one_line(s)) for s in u.scopes), 50)
+    lines.extend(f"{_INDENT * 2}{shorten(one_line(scope), 50):<{width}}  {count}"
+                 for scope, count in u.scopes.most_common())
+    if u.keys:
+        lines.append(f"{_INDENT}attributes that look like tool, agent or model markers "
+                     "(spans, a sample value):")
+        ranked = sorted(u.keys.items(), key=lambda kv: (-kv[1].spans, kv[0]))
+        width = min(max(len(one_line(k)) for k in u.keys), 50)
+        lines.extend(f"{_INDENT * 2}{shorten(one_line(key), 50):<{width}}  {entry.spans:>5}  "
+                     f"{_value(entry.sample)}" for key, entry in ranked)
+    advice = hints(u)
+    if advice:
+        lines.append(f"{_INDENT}hints:")
+        for text in advice:
+            lines.extend(textwrap.wrap(one_line(text), _WIDTH, initial_indent=_INDENT * 2 + "- ",
+                                       subsequent_indent=_INDENT * 2 + "  ",
+                                       break_on_hyphens=False))
+    return lines
+
+
+def render_inspect_table(found: Inspection, problems: Sequence[str]) -> str:
+    """A header, each run with its calls, the spans not used, the input problems."""
+    graded = len(found.graded_runs)
+    excluded = len(found.runs) - graded
+    head = (f"{len(found.files)} file(s), {found.spans} spans read, {found.traces} traces "
+            f"({found.traces_without_runs} without a run), {graded} runs")
+    if excluded:
+        head += f" (and {excluded} not graded: agent not in runs.agents)"
+    head += f", {len(problems)} input problem(s)"
+    lines = [head, ""]
+    for i, item in enumerate(found.runs, 1):
+        lines.extend(_run_lines(i, item))
+        lines.append("")
+    lines.extend(_unrecognised_lines(found))
+    if problems:
+        lines.append("")
+        lines.append(f"input problems ({len(problems)}):")
+        lines.extend(f"{_INDENT}{one_line(p)}" for p in problems[:_MAX_PROBLEMS])
+        if len(problems) > _MAX_PROBLEMS:
+            lines.append(f"{_INDENT}… and {len(problems) - _MAX_PROBLEMS} more")
+    return "\n".join(lines) + "\n"
