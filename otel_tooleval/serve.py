@@ -20,7 +20,11 @@ exporter):
   reason; a body over ``max_body_bytes`` (after decompression too) with HTTP 413 (gRPC:
   ``RESOURCE_EXHAUSTED`` from the message size limit);
 - spans with invalid ids are rejected one by one (``partial_success``), the rest accepted;
-- ``GET /healthz`` on the HTTP port: 200 while accepting, 503 while starting or draining.
+- ``GET /healthz`` on the HTTP port: 200 while accepting, 503 while starting or draining;
+  the body counts runs graded, passed and failed, and drops by reason.
+
+Each graded run is logged once at INFO on the ``otel_tooleval.serve`` logger (agent, trace id,
+root span id, PASS/FAIL and the failed graders).
 """
 
 from __future__ import annotations
@@ -56,6 +60,7 @@ _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 _RETRY_AFTER_SECONDS = 1
 _FORWARD_BACKOFF_MAX = 5.0
+_DROP_REASONS = ("late_span", "max_spans_per_trace", "max_open_runs", "shutdown")   # tail's
 
 
 def parse_address(text: str, default_port: int) -> tuple[str, int]:
@@ -404,7 +409,8 @@ class ToolEvalServer:
     """The ``serve`` service: receivers, grading and forwarding, in this process.
 
     ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0);
-    ``stop()`` drains as SIGTERM does. Usable as a context manager.
+    ``stop()`` drains as SIGTERM does. Usable as a context manager. ``on_report`` is called
+    with every graded run, on the grading thread, after the run's log line.
     """
 
     def __init__(self, options: ServeOptions, *, meter_provider: Any = None,
@@ -416,6 +422,9 @@ class ToolEvalServer:
         if options.emit_telemetry and options.forward != "none" and (
                 meter_provider is None or logger_provider is None):
             meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider)
+        self.counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self._on_report_callback = on_report
         self.forwarder = _Forwarder(options)
         self.tail: TailGrader[Any] = TailGrader(   # items: (rs, ss, i, span), held: _Held
             self.config,
@@ -426,11 +435,9 @@ class ToolEvalServer:
             max_bytes=options.max_buffered_bytes,
             meter_provider=meter_provider,
             logger_provider=logger_provider,
-            on_report=on_report,
+            on_report=self._on_report,
             name="otel-tooleval-serve-grader",
         )
-        self.counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
         self.ready = False
         self.draining = False
         self._grpc_server: Any = None
@@ -626,6 +633,19 @@ class ToolEvalServer:
             self._count("rejected_spans", len(rejected))
         return len(rejected), message
 
+    def _on_report(self, report: RunReport) -> None:
+        """Count and log one graded run (grading thread), then the caller's ``on_report``."""
+        passed = report.passed
+        with self._count_lock:   # graded == passed + failed in every stats() read
+            self.counts["runs_graded"] += 1
+            self.counts["runs_passed" if passed else "runs_failed"] += 1
+        run = report.run
+        _log.info("otel-tooleval serve: run agent=%s trace=%s root=%s %s",
+                  _agent_text(run.agent), run.trace_id_hex, run.root_span_id_hex,
+                  "PASS" if passed else f"FAIL (failed: {', '.join(report.failed)})")
+        if self._on_report_callback is not None:
+            self._on_report_callback(report)
+
     def _forward_held(self, items: list[Any]) -> None:
         self.forwarder.put(*_encode_held(items))
 
@@ -670,12 +690,25 @@ class ToolEvalServer:
         return _response(rejected, message).SerializeToString()  # type: ignore[no-any-return]
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.counts)
+        """Counters (flat); ``runs_graded``/``runs_passed``/``runs_failed`` always present."""
+        with self._count_lock:
+            out: dict[str, Any] = {"runs_graded": 0, "runs_passed": 0, "runs_failed": 0,
+                                   **self.counts}
         out.update(self.tail.stats())
         out.update(self.forwarder.counts)
         out["queued_bytes"] = self.forwarder.queued_bytes
         out["ready"] = self.ready and not self.draining
         return out
+
+
+def _agent_text(agent: str | None) -> str:
+    """The agent name for a ``key=value`` log line: ``-`` when unknown, quoted when it has
+    spaces, quotes or ``=``."""
+    if not agent:
+        return "-"
+    if any(c.isspace() or c in "\"'=" for c in agent):
+        return json.dumps(agent)
+    return agent
 
 
 def _response(rejected: int, message: str) -> Any:
@@ -723,8 +756,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         app = self.server.app
         ready = app.ready and not app.draining
+        stats = app.stats()
+        dropped = dict.fromkeys(_DROP_REASONS, 0)
+        dropped.update({k.removeprefix("dropped."): v for k, v in stats.items()
+                        if k.startswith("dropped.")})
         doc = {"status": "ready" if ready else ("draining" if app.draining else "starting"),
-               **{k: v for k, v in app.stats().items() if isinstance(v, (int, float))}}
+               **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
+               "dropped": dropped}
         self._reply(200 if ready else 503, json.dumps(doc).encode(), _JSON)
 
     def do_POST(self) -> None:
