@@ -24,16 +24,19 @@ exporter):
   the body counts runs graded, passed and failed, and drops by reason.
 
 Each graded run is logged once at INFO on the ``otel_tooleval.serve`` logger (agent, trace id,
-root span id, PASS/FAIL and the failed graders).
+root span id, PASS/FAIL and the failed graders). An address that cannot be bound raises
+``ListenError`` naming it (docs/serve.md).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import http.client
 import json
 import logging
 import os
+import socket
 import threading
 import time
 import zlib
@@ -51,7 +54,7 @@ from .model import RunReport, SpanRecord
 from .readers.otlp_proto import record_from_proto
 from .tail import TailGrader
 
-__all__ = ["ServeOptions", "ToolEvalServer", "parse_address"]
+__all__ = ["ListenError", "ServeOptions", "ToolEvalServer", "parse_address"]
 
 _log = logging.getLogger(__name__)
 
@@ -405,12 +408,48 @@ class Refused(Exception):
         self.status = status
 
 
+class ListenError(OSError):
+    """An OTLP listen address cannot be bound; the message names it and the flag to change."""
+
+    def __init__(self, host: str, port: int, flag: str, reason: str | OSError) -> None:
+        if isinstance(reason, OSError):
+            reason = ("address already in use; is another collector or Phoenix running?"
+                      if reason.errno == errno.EADDRINUSE
+                      else (reason.strerror or str(reason)).lower())
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        sep = "" if reason.endswith("?") else ";"
+        super().__init__(f"cannot listen on {where} ({reason}{sep} use {flag} HOST:PORT)")
+        self.address = where
+
+
+def _check_free(host: str, port: int, flag: str) -> None:
+    """Bind ``host:port`` as a listener would and let go, so a busy port is named before
+    grpcio tries (it only says "Failed to bind", and logs its own line on stderr).
+
+    Every address the host resolves to must be free: gRPC binds what it can, so a port taken
+    on one of them would otherwise be shared silently.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(host, port, flag, exc) from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers do
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ListenError(host, port, flag, exc) from None
+
+
 class ToolEvalServer:
     """The ``serve`` service: receivers, grading and forwarding, in this process.
 
-    ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0);
-    ``stop()`` drains as SIGTERM does. Usable as a context manager. ``on_report`` is called
-    with every graded run, on the grading thread, after the run's log line.
+    ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0), or
+    raises ``ListenError`` after stopping what it had started; ``stop()`` drains as SIGTERM
+    does. Usable as a context manager. ``on_report`` is called with every graded run, on the
+    grading thread, after the run's log line.
     """
 
     def __init__(self, options: ServeOptions, *, meter_provider: Any = None,
@@ -482,7 +521,7 @@ class ToolEvalServer:
             if self.options.http:
                 self._start_http(*parse_address(self.options.http, 4318))
         except BaseException:
-            self._close_listeners()
+            self.stop(timeout=1.0)   # nothing was accepted: only threads to end
             raise
         self.ready = True
         return self
@@ -496,25 +535,39 @@ class ToolEvalServer:
     def _start_grpc(self, host: str, port: int) -> None:
         import grpc
 
+        if port:
+            _check_free(host, port, "--grpc")
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.options.workers,
                                        thread_name_prefix="otel-tooleval-grpc"),
-            options=[("grpc.max_receive_message_length", self.options.max_body_bytes)],
+            # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
+            # serve, Phoenix) would bind too and the two would share the connections.
+            options=[("grpc.max_receive_message_length", self.options.max_body_bytes),
+                     ("grpc.so_reuseport", 0)],
         )
         handler = grpc.method_handlers_generic_handler(
             "opentelemetry.proto.collector.trace.v1.TraceService",
             {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_export)},
         )
         server.add_generic_rpc_handlers((handler,))
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        try:
+            bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host
+                                             else f"{host}:{port}")
+        except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
+            bound = 0
         if not bound:
-            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+            server.stop(None)
+            raise ListenError(host, port, "--grpc", "the gRPC server could not bind it; "
+                              "GRPC_VERBOSITY=debug tells why")
         server.start()
         self._grpc_server = server
         self.grpc_port = bound
 
     def _start_http(self, host: str, port: int) -> None:
-        server = _HttpServer((host, port), _Handler, self)
+        try:
+            server = _HttpServer((host, port), _Handler, self)
+        except OSError as exc:   # the server closed its socket
+            raise ListenError(host, port, "--http", exc) from None
         thread = threading.Thread(target=server.serve_forever, name="otel-tooleval-http",
                                   kwargs={"poll_interval": 0.2}, daemon=True)
         thread.start()
