@@ -24,7 +24,7 @@ from otel_tooleval.cli import _parser, _serve_logging
 from otel_tooleval.demo.agent import SCRIPTS, run_scripted_agent
 from otel_tooleval.serve import ListenError, ServeOptions, ToolEvalServer
 from tests.support.otlp_receiver import OtlpReceiver
-from tests.test_serve import CONFIG, body_of, get, post
+from tests.test_serve import CONFIG, ROOT, body_of, get, post
 
 LINE = re.compile(r"otel-tooleval serve: run agent=(?P<agent>\S+) trace=(?P<trace>[0-9a-f]{32}) "
                   r"root=(?P<root>[0-9a-f]{16}) (?P<verdict>PASS|FAIL \(failed: (?P<failed>.+)\))")
@@ -209,3 +209,18 @@ def test_a_busy_http_port_after_grpc_started_stops_grpc(loopback_only: None) -> 
     with socket.socket() as probe:   # ...and is not any more
         assert probe.connect_ex(("127.0.0.1", server.grpc_port)) != 0
     assert _new_threads(before) == []
+
+
+def test_docs_serve_md_shows_the_healthz_fields_and_the_flags_there_are(
+        server: ToolEvalServer) -> None:
+    import json
+
+    doc_text = (ROOT / "docs" / "serve.md").read_text()
+    example = re.search(r"## GET /healthz.*?```json\n(.*?)```", doc_text, re.DOTALL)
+    assert example is not None
+    _, body = get(server.http_port or 0, "/healthz")
+    assert set(body) <= set(json.loads(example.group(1))), "a /healthz field is not documented"
+    serve = _parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    known = {o for action in serve._actions for o in action.option_strings}
+    flags = set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", doc_text))
+    assert {"--log-level", "--quiet"} <= flags <= known, flags - known
