@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
+import logging
 import os
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from . import __version__
 from .config import ConfigError, load_config_file
@@ -188,7 +190,29 @@ def _plain(value: object) -> object:
     return value
 
 
+@contextlib.contextmanager
+def _serve_logging(level: str) -> Iterator[None]:
+    """Log records of the package (serve's one line per graded run at INFO, problems at
+    WARNING and above) to stderr as bare messages, as the other serve lines are printed."""
+    package = logging.getLogger("otel_tooleval")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    previous = package.level
+    package.addHandler(handler)
+    package.setLevel(level.upper())
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.setLevel(previous)
+
+
 def _serve(args: argparse.Namespace) -> int:
+    with _serve_logging("warning" if args.quiet else args.log_level):
+        return _serve_logged(args)
+
+
+def _serve_logged(args: argparse.Namespace) -> int:
     import signal
     import threading
 
@@ -306,7 +330,7 @@ def _parser() -> argparse.ArgumentParser:
                     "runs in them, and forward every span (run roots with their verdicts), "
                     "plus log events and metrics, to the next OTLP endpoint. SIGTERM drains "
                     "and forwards everything accepted. GET /healthz on the HTTP port tells "
-                    "readiness.")
+                    "readiness and counts. One line per graded run on stderr.")
     serve.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
     serve.add_argument("--grpc", default="127.0.0.1:4317", metavar="HOST:PORT",
                        help="OTLP/gRPC listen address, or 'off' (default 127.0.0.1:4317)")
@@ -327,6 +351,12 @@ def _parser() -> argparse.ArgumentParser:
                        help="largest request body, after decompression (default 20 MiB)")
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="time to drain on SIGTERM (default 30)")
+    verbosity = serve.add_mutually_exclusive_group()
+    verbosity.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
+                           default="info",
+                           help="stderr log level (default info: one line per graded run)")
+    verbosity.add_argument("--quiet", "-q", action="store_true",
+                           help="no line per graded run (--log-level warning)")
     serve.set_defaults(func=_serve)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",

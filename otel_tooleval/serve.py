@@ -20,16 +20,23 @@ exporter):
   reason; a body over ``max_body_bytes`` (after decompression too) with HTTP 413 (gRPC:
   ``RESOURCE_EXHAUSTED`` from the message size limit);
 - spans with invalid ids are rejected one by one (``partial_success``), the rest accepted;
-- ``GET /healthz`` on the HTTP port: 200 while accepting, 503 while starting or draining.
+- ``GET /healthz`` on the HTTP port: 200 while accepting, 503 while starting or draining;
+  the body counts runs graded, passed and failed, and drops by reason.
+
+Each graded run is logged once at INFO on the ``otel_tooleval.serve`` logger (agent, trace id,
+root span id, PASS/FAIL and the failed graders). An address that cannot be bound raises
+``ListenError`` naming it (docs/serve.md).
 """
 
 from __future__ import annotations
 
 import base64
+import errno
 import http.client
 import json
 import logging
 import os
+import socket
 import threading
 import time
 import zlib
@@ -47,7 +54,7 @@ from .model import RunReport, SpanRecord
 from .readers.otlp_proto import record_from_proto
 from .tail import TailGrader
 
-__all__ = ["ServeOptions", "ToolEvalServer", "parse_address"]
+__all__ = ["ListenError", "ServeOptions", "ToolEvalServer", "parse_address"]
 
 _log = logging.getLogger(__name__)
 
@@ -56,6 +63,7 @@ _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 _RETRY_AFTER_SECONDS = 1
 _FORWARD_BACKOFF_MAX = 5.0
+_DROP_REASONS = ("late_span", "max_spans_per_trace", "max_open_runs", "shutdown")   # tail's
 
 
 def parse_address(text: str, default_port: int) -> tuple[str, int]:
@@ -400,11 +408,48 @@ class Refused(Exception):
         self.status = status
 
 
+class ListenError(OSError):
+    """An OTLP listen address cannot be bound; the message names it and the flag to change."""
+
+    def __init__(self, host: str, port: int, flag: str, reason: str | OSError) -> None:
+        if isinstance(reason, OSError):
+            reason = ("address already in use; is another collector or Phoenix running?"
+                      if reason.errno == errno.EADDRINUSE
+                      else (reason.strerror or str(reason)).lower())
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        sep = "" if reason.endswith("?") else ";"
+        super().__init__(f"cannot listen on {where} ({reason}{sep} use {flag} HOST:PORT)")
+        self.address = where
+
+
+def _check_free(host: str, port: int, flag: str) -> None:
+    """Bind ``host:port`` as a listener would and let go, so a busy port is named before
+    grpcio tries (it only says "Failed to bind", and logs its own line on stderr).
+
+    Every address the host resolves to must be free: gRPC binds what it can, so a port taken
+    on one of them would otherwise be shared silently.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(host, port, flag, exc) from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers do
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ListenError(host, port, flag, exc) from None
+
+
 class ToolEvalServer:
     """The ``serve`` service: receivers, grading and forwarding, in this process.
 
-    ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0);
-    ``stop()`` drains as SIGTERM does. Usable as a context manager.
+    ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0), or
+    raises ``ListenError`` after stopping what it had started; ``stop()`` drains as SIGTERM
+    does. Usable as a context manager. ``on_report`` is called with every graded run, on the
+    grading thread, after the run's log line.
     """
 
     def __init__(self, options: ServeOptions, *, meter_provider: Any = None,
@@ -416,6 +461,9 @@ class ToolEvalServer:
         if options.emit_telemetry and options.forward != "none" and (
                 meter_provider is None or logger_provider is None):
             meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider)
+        self.counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self._on_report_callback = on_report
         self.forwarder = _Forwarder(options)
         self.tail: TailGrader[Any] = TailGrader(   # items: (rs, ss, i, span), held: _Held
             self.config,
@@ -426,11 +474,9 @@ class ToolEvalServer:
             max_bytes=options.max_buffered_bytes,
             meter_provider=meter_provider,
             logger_provider=logger_provider,
-            on_report=on_report,
+            on_report=self._on_report,
             name="otel-tooleval-serve-grader",
         )
-        self.counts: Counter[str] = Counter()
-        self._count_lock = threading.Lock()
         self.ready = False
         self.draining = False
         self._grpc_server: Any = None
@@ -475,7 +521,7 @@ class ToolEvalServer:
             if self.options.http:
                 self._start_http(*parse_address(self.options.http, 4318))
         except BaseException:
-            self._close_listeners()
+            self.stop(timeout=1.0)   # nothing was accepted: only threads to end
             raise
         self.ready = True
         return self
@@ -489,25 +535,39 @@ class ToolEvalServer:
     def _start_grpc(self, host: str, port: int) -> None:
         import grpc
 
+        if port:
+            _check_free(host, port, "--grpc")
         server = grpc.server(
             futures.ThreadPoolExecutor(max_workers=self.options.workers,
                                        thread_name_prefix="otel-tooleval-grpc"),
-            options=[("grpc.max_receive_message_length", self.options.max_body_bytes)],
+            # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
+            # serve, Phoenix) would bind too and the two would share the connections.
+            options=[("grpc.max_receive_message_length", self.options.max_body_bytes),
+                     ("grpc.so_reuseport", 0)],
         )
         handler = grpc.method_handlers_generic_handler(
             "opentelemetry.proto.collector.trace.v1.TraceService",
             {"Export": grpc.unary_unary_rpc_method_handler(self._grpc_export)},
         )
         server.add_generic_rpc_handlers((handler,))
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host else f"{host}:{port}")
+        try:
+            bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host
+                                             else f"{host}:{port}")
+        except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
+            bound = 0
         if not bound:
-            raise OSError(f"cannot listen for OTLP/gRPC on {host}:{port}")
+            server.stop(None)
+            raise ListenError(host, port, "--grpc", "the gRPC server could not bind it; "
+                              "GRPC_VERBOSITY=debug tells why")
         server.start()
         self._grpc_server = server
         self.grpc_port = bound
 
     def _start_http(self, host: str, port: int) -> None:
-        server = _HttpServer((host, port), _Handler, self)
+        try:
+            server = _HttpServer((host, port), _Handler, self)
+        except OSError as exc:   # the server closed its socket
+            raise ListenError(host, port, "--http", exc) from None
         thread = threading.Thread(target=server.serve_forever, name="otel-tooleval-http",
                                   kwargs={"poll_interval": 0.2}, daemon=True)
         thread.start()
@@ -626,6 +686,19 @@ class ToolEvalServer:
             self._count("rejected_spans", len(rejected))
         return len(rejected), message
 
+    def _on_report(self, report: RunReport) -> None:
+        """Count and log one graded run (grading thread), then the caller's ``on_report``."""
+        passed = report.passed
+        with self._count_lock:   # graded == passed + failed in every stats() read
+            self.counts["runs_graded"] += 1
+            self.counts["runs_passed" if passed else "runs_failed"] += 1
+        run = report.run
+        _log.info("otel-tooleval serve: run agent=%s trace=%s root=%s %s",
+                  _agent_text(run.agent), run.trace_id_hex, run.root_span_id_hex,
+                  "PASS" if passed else f"FAIL (failed: {', '.join(report.failed)})")
+        if self._on_report_callback is not None:
+            self._on_report_callback(report)
+
     def _forward_held(self, items: list[Any]) -> None:
         self.forwarder.put(*_encode_held(items))
 
@@ -670,12 +743,25 @@ class ToolEvalServer:
         return _response(rejected, message).SerializeToString()  # type: ignore[no-any-return]
 
     def stats(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self.counts)
+        """Counters (flat); ``runs_graded``/``runs_passed``/``runs_failed`` always present."""
+        with self._count_lock:
+            out: dict[str, Any] = {"runs_graded": 0, "runs_passed": 0, "runs_failed": 0,
+                                   **self.counts}
         out.update(self.tail.stats())
         out.update(self.forwarder.counts)
         out["queued_bytes"] = self.forwarder.queued_bytes
         out["ready"] = self.ready and not self.draining
         return out
+
+
+def _agent_text(agent: str | None) -> str:
+    """The agent name for a ``key=value`` log line: ``-`` when unknown, quoted when it has
+    spaces, quotes or ``=``."""
+    if not agent:
+        return "-"
+    if any(c.isspace() or c in "\"'=" for c in agent):
+        return json.dumps(agent)
+    return agent
 
 
 def _response(rejected: int, message: str) -> Any:
@@ -723,8 +809,13 @@ class _Handler(BaseHTTPRequestHandler):
             return
         app = self.server.app
         ready = app.ready and not app.draining
+        stats = app.stats()
+        dropped = dict.fromkeys(_DROP_REASONS, 0)
+        dropped.update({k.removeprefix("dropped."): v for k, v in stats.items()
+                        if k.startswith("dropped.")})
         doc = {"status": "ready" if ready else ("draining" if app.draining else "starting"),
-               **{k: v for k, v in app.stats().items() if isinstance(v, (int, float))}}
+               **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
+               "dropped": dropped}
         self._reply(200 if ready else 503, json.dumps(doc).encode(), _JSON)
 
     def do_POST(self) -> None:

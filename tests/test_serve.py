@@ -355,6 +355,8 @@ def test_sigterm_drains_everything_accepted(receiver: OtlpReceiver) -> None:
     assert sorted(s["attributes"]["tooleval.passed"] for s in roots(receiver)) == sorted(
         EXPECTED * 3)
     assert "draining" in err and "12 runs graded" in err
+    # The CLI logs one line per graded run on stderr by default (docs/serve.md).
+    assert err.count("otel-tooleval serve: run agent=travel_agent trace=") == 12, err
 
 
 class _Router(ThreadingHTTPServer):
