@@ -220,7 +220,7 @@ def _serve_logged(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(
-            args.config, grpc=None if args.grpc == "off" else args.grpc,
+            load_config_file(args.config), grpc=None if args.grpc == "off" else args.grpc,
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
             max_buffered_spans=args.max_buffered_spans, max_body_bytes=args.max_body_bytes,

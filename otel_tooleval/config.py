@@ -376,7 +376,7 @@ def load_config_file(path: str | os.PathLike[str], *,
     if where.is_dir():
         raise ConfigError([Problem((), f"{where} is a folder, not a config file")], str(where))
     if not where.exists():
-        raise ConfigError([Problem((), f"{where}: no such file")], str(where))
+        raise ConfigError([Problem((), f"cannot read {where}: no such file")], str(where))
     try:
         text = where.read_text(encoding="utf-8")
     except OSError as exc:

@@ -20,11 +20,11 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import EmitConfig, LimitsConfig, RunsConfig, ToolEvalConfig
+from .config import ToolEvalConfig, config_from_mapping
 from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .files import InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
-from .trajectory import RunPolicy, build_run, find_runs
+from .trajectory import build_run, find_runs
 
 __all__ = ["CANDIDATE_PATTERNS", "InspectedRun", "Inspection", "KeyCensus", "Unrecognised",
            "convention_of", "default_config", "hints", "inspect_files", "session_of"]
@@ -51,15 +51,8 @@ _SAMPLE_CHARS = 200
 
 
 def default_config() -> ToolEvalConfig:
-    """The config ``inspect`` uses without ``--config``: default ``runs:``, no graders.
-
-    Built here rather than loaded, so it does not depend on what a config file must hold.
-    """
-    limits = LimitsConfig()
-    runs = RunsConfig()
-    policy = RunPolicy(server_attributes=tuple(runs.server_attributes),
-                       max_calls_per_run=limits.max_calls_per_run)
-    return ToolEvalConfig((), runs, limits, EmitConfig(), policy)
+    """The config ``inspect`` uses without ``--config``: default ``runs:``, no graders."""
+    return config_from_mapping({}, allow_no_graders=True)
 
 
 def convention_of(attributes: Mapping[str, Any]) -> str | None:

@@ -920,7 +920,7 @@ def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     return out
 
 
-def options_from_args(config_source: str, *, grpc: str | None, http: str | None,
+def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, http: str | None,
                       forward: str | None, forward_protocol: str | None,
                       decision_wait: float, **extra: Any) -> ServeOptions:
     """ServeOptions from CLI values; the forward target defaults to the OTLP env variables.
