@@ -16,6 +16,7 @@ _EXPORTS = {
     "AgentRun": ".model",
     "ConfigError": ".config",
     "GradeResult": ".model",
+    "OTLPJsonFileExporter": ".file_exporter",
     "RunReport": ".model",
     "ToolCall": ".model",
     "ToolEvalConfig": ".config",
@@ -32,6 +33,7 @@ __all__ = [
     "AgentRun",
     "ConfigError",
     "GradeResult",
+    "OTLPJsonFileExporter",
     "RunReport",
     "ToolCall",
     "ToolEvalConfig",
@@ -48,6 +50,7 @@ __all__ = [
 if TYPE_CHECKING:
     from .config import ConfigError, ToolEvalConfig, load_config
     from .exporter import ToolEvalSpanExporter
+    from .file_exporter import OTLPJsonFileExporter
     from .graders.custom import grader
     from .grading import grade_run, grade_spans
     from .model import AgentRun, GradeResult, RunReport, ToolCall

@@ -7,9 +7,10 @@ Two routes, both reading the grader config from ``TOOLEVAL_CONFIG`` (a YAML or J
       OTEL_TRACES_EXPORTER=tooleval_otlp TOOLEVAL_CONFIG=graders.yaml opentelemetry-instrument python app.py
 
   ``tooleval_otlp_proto_grpc`` and ``tooleval_otlp_proto_http`` wrap the OTLP exporter of that
-  protocol in a ``ToolEvalSpanExporter``; ``tooleval_otlp`` picks the protocol as the SDK's
-  ``otlp`` does (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL``,
-  else gRPC). ``TOOLEVAL_DECISION_WAIT`` (seconds, default 1) is how long a trace stays open
+  protocol in a ``ToolEvalSpanExporter``; ``tooleval_otlp`` picks the protocol as every
+  otel-tooleval front door does (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else
+  ``OTEL_EXPORTER_OTLP_PROTOCOL``, else http/protobuf, the OTel spec's default; the SDK's own
+  ``otlp`` defaults to gRPC). ``TOOLEVAL_DECISION_WAIT`` (seconds, default 1) is how long a trace stays open
   after its root arrived.
 - **Configurator** (``OTEL_PYTHON_CONFIGURATOR=tooleval``): the SDK's own environment
   configuration, with every exporting span processor it builds wrapped in a
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ._exit import register_drain
 from .config import ConfigError, ToolEvalConfig, load_config
 from .exporter import UNGRADED, ToolEvalSpanExporter
+from .otlp_protocol import otlp_traces_protocol
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace import SpanProcessor
@@ -54,7 +56,6 @@ ENV_CONFIG = "TOOLEVAL_CONFIG"
 ENV_DECISION_WAIT = "TOOLEVAL_DECISION_WAIT"
 CONFIGURATOR_NAME = "tooleval"
 DEFAULT_DECISION_WAIT = 1.0
-_PROTOCOLS = {"grpc": "grpc", "http/protobuf": "http/protobuf", "http": "http/protobuf"}
 
 
 def config_from_env() -> ToolEvalConfig | None:
@@ -91,20 +92,6 @@ def decision_wait_from_env() -> float:
     return value
 
 
-def otlp_protocol() -> str:
-    """The traces protocol the SDK's ``otlp`` exporter name would choose."""
-    raw = (os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-           or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "").strip()
-    if not raw:
-        return "grpc"
-    protocol = _PROTOCOLS.get(raw)
-    if protocol is None:
-        _log.error("otel-tooleval: unsupported OTLP protocol %r in "
-                   "OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL; using grpc", raw)
-        return "grpc"
-    return protocol
-
-
 def _otlp_span_exporter(protocol: str) -> SpanExporter:
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
@@ -118,7 +105,8 @@ def _otlp_span_exporter(protocol: str) -> SpanExporter:
 # -- route 1: exporters built with no arguments by the SDK's configurator ------------------------
 
 class ToolEvalOTLPSpanExporter(ToolEvalSpanExporter):
-    """``OTEL_TRACES_EXPORTER=tooleval_otlp``: OTLP over the protocol ``otlp`` would use.
+    """``OTEL_TRACES_EXPORTER=tooleval_otlp``: OTLP over ``otlp_traces_protocol()``
+    (http/protobuf unless ``OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL`` says grpc).
 
     Built with no arguments; reads ``TOOLEVAL_CONFIG`` and ``TOOLEVAL_DECISION_WAIT``, and the
     ``OTEL_EXPORTER_OTLP_*`` variables through the OTLP exporter itself.
@@ -127,7 +115,7 @@ class ToolEvalOTLPSpanExporter(ToolEvalSpanExporter):
     protocol: ClassVar[str | None] = None
 
     def __init__(self) -> None:
-        exporter = _otlp_span_exporter(self.protocol or otlp_protocol())
+        exporter = _otlp_span_exporter(self.protocol or otlp_traces_protocol())
         config = config_from_env()
         wait = decision_wait_from_env()
         try:

@@ -340,7 +340,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT); "
                             "'none' discards")
     serve.add_argument("--forward-protocol", choices=["grpc", "http/protobuf"],
-                       help="default OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf")
+                       help="default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else "
+                       "OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf")
     serve.add_argument("--decision-wait", type=float, default=5.0, metavar="SECONDS",
                        help="wait after a trace's local root arrives, for late children "
                             "(default 5)")

@@ -1,13 +1,13 @@
 """``install()``: one call that sets up tracing, metrics and logs with live grading.
 
-Exporters follow the standard ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, protocol, headers,
-timeouts), read by the OTLP exporters themselves. ``OTEL_EXPORTER_OTLP_PROTOCOL`` (or the
-``protocol`` option) picks ``grpc`` or ``http/protobuf`` (the default, as the OTel spec says).
+Exporters follow the standard ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, timeouts),
+read by the OTLP exporters themselves. The ``protocol`` option, else
+``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else ``OTEL_EXPORTER_OTLP_PROTOCOL`` picks ``grpc`` or
+``http/protobuf`` (the default, as the OTel spec says) for traces, metrics and logs alike.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +21,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter
 
+from .otlp_protocol import otlp_traces_protocol
 from .processor import ToolEvalSpanProcessor
 
 __all__ = ["Installation", "install", "otlp_exporters"]
@@ -56,10 +57,16 @@ def otlp_exporters(protocol: str | None = None, endpoint: str | None = None
                    ) -> tuple[SpanExporter, MetricExporter, LogRecordExporter]:
     """OTLP exporters for traces, metrics and logs over ``grpc`` or ``http/protobuf``.
 
-    ``endpoint`` overrides ``OTEL_EXPORTER_OTLP_ENDPOINT`` (for HTTP the signal paths
-    ``/v1/traces``, ``/v1/metrics``, ``/v1/logs`` are appended, as the variable's rules say).
+    ``protocol`` None: ``otlp_traces_protocol()`` (``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``, else
+    ``OTEL_EXPORTER_OTLP_PROTOCOL``, else http/protobuf; an unsupported value in them is logged
+    and the default used), for all three signals. ``endpoint`` overrides
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` (for HTTP the signal paths ``/v1/traces``, ``/v1/metrics``,
+    ``/v1/logs`` are appended, as the variable's rules say).
+
+    Raises:
+        ValueError: an unsupported ``protocol`` argument.
     """
-    protocol = protocol or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+    protocol = protocol or otlp_traces_protocol()
     if protocol == "grpc":
         from opentelemetry.exporter.otlp.proto.grpc import _log_exporter as logs
         from opentelemetry.exporter.otlp.proto.grpc import metric_exporter as metrics_
@@ -99,7 +106,8 @@ def install(config: Any = None, *, service_name: str | None = None,
     Args:
         config: grader config (path, YAML text, mapping); None reads ``TOOLEVAL_CONFIG``.
         service_name: ``service.name`` of the resource (default from ``OTEL_SERVICE_NAME``).
-        protocol: ``grpc`` or ``http/protobuf``; default ``OTEL_EXPORTER_OTLP_PROTOCOL``.
+        protocol: ``grpc`` or ``http/protobuf``; default ``OTEL_EXPORTER_OTLP_TRACES_PROTOCOL``,
+            else ``OTEL_EXPORTER_OTLP_PROTOCOL``, else ``http/protobuf``.
         endpoint: OTLP endpoint; default ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or the exporters' own).
         span_exporter, metric_exporter, log_exporter: use these instead of OTLP.
         set_global: also make the providers the global ones (the usual case).

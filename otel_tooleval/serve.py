@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 from .config import ToolEvalConfig, load_config
 from .emit import root_attributes, span_events
 from .model import RunReport, SpanRecord
+from .otlp_protocol import otlp_traces_protocol
 from .readers.otlp_proto import record_from_proto
 from .tail import TailGrader
 
@@ -928,12 +929,12 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
     Raises:
         ValueError: no forward target, or an unknown protocol (message names the flag).
     """
-    protocol = (forward_protocol or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-                or os.environ.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf")
-    if protocol == "http":
-        protocol = "http/protobuf"
-    if protocol not in ("grpc", "http/protobuf"):
-        raise ValueError(f"--forward-protocol: {protocol!r} is not grpc or http/protobuf")
+    if forward_protocol is None:
+        protocol = otlp_traces_protocol(strict=True)   # the message names the variable
+    elif forward_protocol in ("grpc", "http/protobuf", "http"):
+        protocol = "grpc" if forward_protocol == "grpc" else "http/protobuf"
+    else:
+        raise ValueError(f"--forward-protocol: {forward_protocol!r} is not grpc or http/protobuf")
     target = forward or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
     if not target:
         raise ValueError("--forward: no next hop; pass --forward URL (or 'none' to discard) "

@@ -120,10 +120,19 @@ def assert_ungraded(rx: OtlpReceiver) -> None:
     ("tooleval_otlp_proto_http", "http"),
     ("tooleval_otlp", "http"),       # follows OTEL_EXPORTER_OTLP_PROTOCOL
     ("tooleval_otlp", "grpc"),
+    ("tooleval_otlp", "default"),    # no protocol variable: OTLP/HTTP
 ])
 def test_exporter_route_grades_an_unmodified_program(receiver: OtlpReceiver, name: str,
                                                      transport: str) -> None:
     env = grpc_env(receiver) if transport == "grpc" else http_env(receiver)
+    if transport == "default":
+        # Logs and metrics stay off: the SDK's own otlp for them would speak gRPC.
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.http_endpoint}
+        proc = run_instrumented(OTEL_TRACES_EXPORTER=name, TOOLEVAL_CONFIG=str(CONFIG), **env)
+        assert proc.returncode == 0, proc.stderr
+        assert "otel-tooleval" not in proc.stderr
+        assert_graded(receiver, logs=False, metrics=False)
+        return
     proc = run_instrumented(OTEL_TRACES_EXPORTER=name, TOOLEVAL_CONFIG=str(CONFIG),
                             OTEL_LOGS_EXPORTER="otlp", OTEL_METRICS_EXPORTER="otlp", **env)
     assert proc.returncode == 0, proc.stderr
@@ -222,20 +231,27 @@ def test_bad_decision_wait_is_reported_and_grading_goes_on(receiver: OtlpReceive
 # -- in-process pieces ---------------------------------------------------------------------------
 
 @pytest.mark.parametrize("traces,general,expected", [
-    (None, None, "grpc"),
-    (None, "http/protobuf", "http/protobuf"),
+    (None, None, "http/protobuf"),          # the OTel spec's default (gRPC up to 0.6.1)
+    (None, "grpc", "grpc"),
     ("grpc", "http/protobuf", "grpc"),
-    ("http/protobuf", None, "http/protobuf"),
-    (None, "carrier-pigeon", "grpc"),
+    ("http/protobuf", "grpc", "http/protobuf"),
+    (None, "carrier-pigeon", "http/protobuf"),
 ])
-def test_tooleval_otlp_picks_the_protocol_like_the_sdk(
+def test_tooleval_otlp_picks_the_protocol_like_every_front_door(
         loopback_only: None, monkeypatch: pytest.MonkeyPatch, traces: str | None,
         general: str | None, expected: str) -> None:
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as Grpc
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as Http
+
     for name, value in (("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", traces),
                         ("OTEL_EXPORTER_OTLP_PROTOCOL", general)):
         if value is not None:
             monkeypatch.setenv(name, value)
-    assert ac.otlp_protocol() == expected
+    exporter = ac.ToolEvalOTLPSpanExporter()
+    try:
+        assert type(exporter.exporter) is (Grpc if expected == "grpc" else Http)
+    finally:
+        exporter.shutdown()
 
 
 def test_env_exporter_without_config_forwards_ungraded(

@@ -6,7 +6,8 @@ The screenshot is kept as ``test-artifacts/report.png``; with ``TOOLEVAL_UPDATE_
 the README's ``docs/images/report.png`` is redrawn too.
 
 Without Chromium the test is skipped, except under CI (``CI`` set), where it fails: CI installs
-it with ``apt-get install -y --no-install-recommends chromium``.
+it with ``apt-get install -y --no-install-recommends chromium``. The marks of extra calls are
+checked on the generated HTML, without a browser.
 """
 
 from __future__ import annotations
@@ -22,8 +23,20 @@ import pytest
 
 from otel_tooleval import load_config
 from otel_tooleval.aggregate import aggregate
+from otel_tooleval.model import RunReport
 from otel_tooleval.outputs import render_html
-from tests.test_reports import CONFIG, PROBLEMS, TRACES, sample_reports
+from otel_tooleval.outputs.marks import BROKE, EXTRA, call_marks
+from tests.support.runs import call
+from tests.test_reports import (
+    CONFIG,
+    PROBLEMS,
+    TRACES,
+    check_html,
+    graded,
+    marks_in,
+    rows_of,
+    sample_reports,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 ARTIFACTS = ROOT / "test-artifacts"
@@ -108,3 +121,64 @@ def test_report_screenshot(report_file: Path, tmp_path: Path) -> None:
         browse(binary, tmp_path / "profile-docs", f"--screenshot={DOCS_IMAGE}",
                "--window-size=1280,1320", "--force-device-scale-factor=0.75", page.as_uri())
         assert png_size(DOCS_IMAGE) == (960, 990)
+
+
+# -- extra calls: neutral in a grader that passed, red in one that failed (no browser) ---------
+
+EXACT = {"name": "trajectory", "type": "tool_trajectory", "mode": "exact",
+         "expected": [{"tool": "search"}, {"tool": "report"}]}
+SETS = {"name": "selection", "type": "equal_function_sets",
+        "classes": [{"name": "search", "members": ["search"]},
+                    {"name": "report", "members": ["report"]}]}
+CALLS = [call("search"), call("report"), call("browse")]       # browse: not expected
+
+
+def html_rows(report: RunReport) -> tuple[str, list[str]]:
+    text = render_html([report], {"runs": 1})
+    check_html(text)
+    return text, rows_of(text, 1)
+
+
+@pytest.mark.parametrize("passing,failing", [
+    ({**EXACT, "threshold": 0.6}, {**EXACT, "threshold": 1.0}),     # score 2/3
+    ({**SETS, "expect": [{"tool_selection.f1": {">=": 50}}]},        # F1 80
+     {**SETS, "expect": [{"tool_selection.f1": {">=": 90}}]}),
+])
+def test_an_allowed_extra_call_is_drawn_neutral_and_a_failing_one_red(
+        passing: dict[str, object], failing: dict[str, object]) -> None:
+    good = graded(CALLS, {"graders": [passing]})
+    assert good.passed and good.results[0].passed
+    assert call_marks(good.results[0], 3)[2].verdict == EXTRA
+    _, rows = html_rows(good)
+    assert marks_in(rows[2]) == ["m-extra"]
+    assert 'class="bar bar-extra"' in rows[2]
+    assert "extra, allowed (the grader passed)" in rows[2]
+    assert "m-broke" not in "".join(rows) and "bar-broke" not in "".join(rows)
+    assert marks_in(rows[0]) == marks_in(rows[1]) == ["m-satisfied"]
+
+    bad = graded(CALLS, {"graders": [failing]})
+    assert not bad.passed
+    assert call_marks(bad.results[0], 3)[2].verdict == BROKE
+    _, rows = html_rows(bad)
+    assert marks_in(rows[2]) == ["m-broke"]
+    assert 'class="bar bar-broke"' in rows[2]
+
+
+def test_an_extra_call_another_grader_forbids_stays_red() -> None:
+    config = {"graders": [{**EXACT, "threshold": 0.6},
+                          {"name": "no-browse", "type": "tool-calls",
+                           "config": {"disallowed": [{"name": "^browse$"}]}}]}
+    report = graded(CALLS, config)
+    assert [r.passed for r in report.results] == [True, False]
+    _, rows = html_rows(report)
+    assert marks_in(rows[2]) == ["m-extra", "m-broke"]
+    assert 'class="bar bar-broke"' in rows[2]
+
+
+def test_the_extra_mark_is_grey_and_in_the_legend() -> None:
+    text, _ = html_rows(graded(CALLS, {"graders": [{**EXACT, "threshold": 0.6}]}))
+    rules = dict(re.findall(r"\.(m-extra|bar-extra|m-broke) \{([^}]*)\}", text))
+    assert "--bad" not in rules["m-extra"] and "--muted" in rules["m-extra"]
+    assert "--bad" not in rules["bar-extra"] and "--plain" in rules["bar-extra"]
+    assert "--bad" in rules["m-broke"]
+    assert '<span class="m m-extra">+</span> extra, allowed by a passing grader' in text

@@ -203,6 +203,7 @@ def _run_index(reports: Sequence[RunReport], shown: set[int]) -> str:
 def _legend() -> str:
     return ('<p class="legend"><span class="m m-satisfied">✓</span> satisfied a check '
             '<span class="m m-partial">◐</span> counted, but the check failed '
+            '<span class="m m-extra">+</span> extra, allowed by a passing grader '
             '<span class="m m-broke">✗</span> broke a check '
             '<span class="lg-bar bar-plain late"></span> pending</p>')
 

@@ -6,7 +6,10 @@ equal_function_sets, ...). Rather than one reader per family, the details are wa
 so custom graders that follow the same naming get marks too:
 
 - ``unexpected_calls``, ``extra_calls``, ``violating_calls``, the ``calls`` of a ``disallowed``
-  check and the ``call`` of an entry whose latency verdict is ``miss`` broke the check;
+  check and the ``call`` of an entry whose latency verdict is ``miss`` broke the check; but the
+  first three under a verdict that holds (a grader that passed anyway: an exact trajectory
+  scoring over its threshold, a function-set F1 over its bar) are *extra*, calls the grader allowed,
+  drawn neutral rather than as failures;
 - ``call``, ``lcs_calls``, ``matched_calls`` and a list under ``matched`` satisfied their part;
 - a list under ``calls`` follows the nearest verdict above it (``passed``, ``met``, ``matched``,
   ``ok``, else the result's own): satisfied when it holds, else *partial*, a call that counted
@@ -23,12 +26,13 @@ from typing import Any
 
 from ..model import GradeResult
 
-__all__ = ["BROKE", "PARTIAL", "SATISFIED", "Mark", "call_marks"]
+__all__ = ["BROKE", "EXTRA", "PARTIAL", "SATISFIED", "Mark", "call_marks"]
 
 SATISFIED = "satisfied"
+EXTRA = "extra"              # not expected, but allowed: the grader passed with it
 PARTIAL = "partial"
 BROKE = "broke"
-_RANK = {SATISFIED: 0, PARTIAL: 1, BROKE: 2}
+_RANK = {EXTRA: 0, SATISFIED: 1, PARTIAL: 2, BROKE: 3}
 
 _BAD_KEYS = frozenset({"unexpected_calls", "extra_calls", "violating_calls"})
 _GOOD_KEYS = frozenset({"call", "lcs_calls", "matched_calls", "matched"})
@@ -114,7 +118,7 @@ def _positions(key: str, value: Any) -> list[int]:
 
 def _verdict(key: str, node: Mapping[Any, Any], holds: bool) -> str:
     if key in _BAD_KEYS:
-        return BROKE
+        return EXTRA if holds else BROKE
     if key == "call":
         return BROKE if node.get("latency") == "miss" else SATISFIED
     if key == "calls":

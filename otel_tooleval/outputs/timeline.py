@@ -9,15 +9,17 @@ from dataclasses import dataclass
 from html import escape
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .marks import BROKE, PARTIAL, SATISFIED, Mark, call_marks
+from .marks import BROKE, EXTRA, PARTIAL, SATISFIED, Mark, call_marks
 from .text import fmt_duration, one_line
 
 __all__ = ["MAX_ROWS", "Axis", "render_timeline"]
 
 MAX_ROWS = 300          # calls drawn per run; the verdicts below still cover every call
-_GLYPHS = {SATISFIED: "✓", PARTIAL: "◐", BROKE: "✗"}
-_WORDS = {SATISFIED: "satisfied", PARTIAL: "counted, but the check failed", BROKE: "broke"}
-_RANK = {None: 0, SATISFIED: 1, PARTIAL: 2, BROKE: 3}
+_GLYPHS = {SATISFIED: "✓", EXTRA: "+", PARTIAL: "◐", BROKE: "✗"}
+_WORDS = {SATISFIED: "satisfied", EXTRA: "extra, allowed (the grader passed)",
+          PARTIAL: "counted, but the check failed", BROKE: "broke"}
+# A row's bar takes its worst mark; an allowed extra call is neutral, below a satisfied check.
+_RANK = {None: 0, EXTRA: 1, SATISFIED: 2, PARTIAL: 3, BROKE: 4}
 
 
 def _h(value: object) -> str:
