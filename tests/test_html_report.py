@@ -3,7 +3,7 @@
 The page must load without a console message (script errors and Content-Security-Policy
 violations both land there), its script must run to the end, and the DOM must show every run.
 The screenshot is kept as ``test-artifacts/report.png``; with ``TOOLEVAL_UPDATE_DOCS_IMAGE=1``
-the README's ``docs/images/report.png`` is redrawn too.
+``docs/images/report.png`` (shown in docs/grade.md) is redrawn too.
 
 Without Chromium the test is skipped, except under CI (``CI`` set), where it fails: CI installs
 it with ``apt-get install -y --no-install-recommends chromium``. The marks of extra calls are
@@ -111,7 +111,7 @@ def test_report_screenshot(report_file: Path, tmp_path: Path) -> None:
     # A blank or unstyled page compresses to a few kilobytes; this one has colour and text.
     assert shot.stat().st_size > 50_000
     if os.environ.get("TOOLEVAL_UPDATE_DOCS_IMAGE"):
-        # The README shows the failing run with its marks first, at three quarters scale.
+        # docs/grade.md shows the failing run with its marks first, at three quarters scale.
         reports = sample_reports()
         reports = [reports[1], reports[0], reports[2]]
         page = tmp_path / "docs.html"

@@ -430,13 +430,13 @@ def test_two_instances_behind_a_trace_id_router_grade_every_run_once(
         EXPECTED * runs)
 
 
-def test_every_serve_flag_in_the_readme_exists() -> None:
+def test_every_serve_flag_in_the_docs_exists() -> None:
     import re
 
     from otel_tooleval.cli import _parser
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## Grading as a service"):readme.index("## Alongside")]
+    page = (ROOT / "docs" / "collector.md").read_text()
+    section = page[page.index("## Grading as a service"):page.index("## Alongside")]
     flags = set(re.findall(r"(--[a-z][a-z-]+)", section))
     serve = _parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     known = {o for action in serve._actions for o in action.option_strings}

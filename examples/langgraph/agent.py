@@ -129,7 +129,7 @@ def start_tooleval(reports: list[otel_tooleval.RunReport]) -> Any:
         # Traces, metrics and logs over OTLP, configured by the OTEL_EXPORTER_OTLP_* variables.
         return otel_tooleval.install(config, service_name="langgraph-research",
                                      on_report=reports.append)
-    # Offline: the README's ten lines, with an in-memory exporter instead of OTLP.
+    # Offline: the ten lines of docs/python-api.md, with an in-memory exporter instead of OTLP.
     provider = TracerProvider()
     provider.add_span_processor(otel_tooleval.ToolEvalSpanProcessor(
         config, downstream=SimpleSpanProcessor(InMemorySpanExporter()), on_report=reports.append))

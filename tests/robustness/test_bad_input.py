@@ -1,6 +1,6 @@
 """Bad input, generated: configs and trace files that are wrong in every way we can think of.
 
-Property-based (hypothesis). Configs are valid ones (the README's and examples/all_families.yaml)
+Property-based (hypothesis). Configs are valid ones (the docs' and examples/all_families.yaml)
 mutated at random places: wrong types, unknown keys, missing keys, bad and unsafe regexes,
 out-of-range numbers, extra nesting. Every one either loads or raises ConfigError naming where
 the problem is; never another exception, never a hang. OTLP/JSON files are generated valid and
@@ -82,7 +82,7 @@ def no_hang(seconds: float = 20.0) -> Iterator[None]:
 
 BASE_CONFIGS: list[dict[str, Any]] = [
     yaml.safe_load((ROOT / "examples" / "all_families.yaml").read_text()),
-    {  # README: tool-calls in full
+    {  # docs/graders/tool_calls.md and docs/config.md, in full
         "graders": [{"name": "runs-tests", "type": "tool-calls", "agents": ["coder"], "config": {
             "required": ["create", {"name": "bash", "command": "npm test"},
                          {"name": "^upload$", "min_count": 2},
