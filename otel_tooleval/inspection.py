@@ -262,7 +262,8 @@ def hints(unrecognised: Unrecognised) -> list[str]:
             f" and {len(keys) - 6} more" if len(keys) > 6 else "")
         out.append(f"spans of scope `{scope}` ({count}) carry {shown}: nothing in otel-tooleval "
                    "reads these keys. A `conventions:` mapping in the config would (not yet "
-                   "supported: see the conventions issue); until then only spans that carry "
+                   "supported: the planned way to map another framework's keys); until then only spans "
+                   "that carry "
                    "`gen_ai.tool.name`, `tool.name` or Traceloop's tool attributes are read as "
                    "tool calls.")
     if unrecognised.more_keys:

@@ -206,3 +206,14 @@ def test_unknown_type_lists_canonical_names_only() -> None:
     assert aliases, "the registry has aliases (else this test shows nothing)"
     assert not aliases & set(known.split(", "))
     assert "did you mean" not in message, "nothing is close to 'zzz'"
+
+
+@pytest.mark.parametrize("fmt", ["table", "html"])
+def test_reports_of_no_run_do_not_say_pass(tmp_path: Path, config: str, fmt: str,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "empty.jsonl", [])
+    assert main(["grade", path, "-c", config, "-f", fmt, "--allow-empty"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" not in out
+    assert ("NO RUNS: no agent run was found; nothing was graded." in out if fmt == "table"
+            else '<span class="badge b-other">NO RUNS</span>' in out)

@@ -1,12 +1,16 @@
 """The README and docs/ are runnable: config blocks load, the README's snippet runs, every
-`otel-tooleval` command line parses, every relative link points to a file."""
+`otel-tooleval` command line parses, every relative link points to a file, every python block
+compiles and every JSON block parses; the self-contained python blocks run."""
 
 from __future__ import annotations
 
+import json
+import os
 import re
 import shlex
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -19,11 +23,6 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 PAGES = [README, ROOT / "CHANGELOG.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
-# Command-line options and subcommands being built on other branches. The integrator removes
-# this constant (and its use below) after merging them; until then their lines are xfail.
-PENDING = {"inspect", "--allow-empty", "--min-runs", "--include-calls"}
-# Pages other branches are writing; links to them are allowed to dangle until those merge.
-PENDING_PAGES = {"docs/inspect.md", "docs/serve.md", "docs/file-exporter.md"}
 
 
 def _rel(path: Path) -> str:
@@ -129,11 +128,7 @@ def test_the_pages_have_command_lines() -> None:
     assert {"grade", "serve", "inspect"} <= {shlex.split(c)[0] for _, c in COMMANDS}
 
 
-@pytest.mark.parametrize("page,command", [
-    pytest.param(p, c, marks=pytest.mark.xfail(
-        reason="built on another branch (PENDING)", strict=False))
-    if PENDING & set(shlex.split(c)) else (p, c) for p, c in COMMANDS
-], ids=[f"{_rel(p)}: {c}" for p, c in COMMANDS])
+@pytest.mark.parametrize("page,command", COMMANDS, ids=[f"{_rel(p)}: {c}" for p, c in COMMANDS])
 def test_command_line_parses(page: Path, command: str) -> None:
     try:
         _parser().parse_args(shlex.split(command))
@@ -164,7 +159,75 @@ def test_the_pages_have_links() -> None:
 @pytest.mark.parametrize("page,target", LINKS, ids=[f"{_rel(p)}->{t}" for p, t in LINKS])
 def test_relative_link_points_to_a_file(page: Path, target: str) -> None:
     resolved = (page.parent / target).resolve()
-    if not resolved.exists() and resolved.is_relative_to(ROOT) \
-            and _rel(resolved) in PENDING_PAGES:
-        pytest.xfail(f"{_rel(resolved)} is written on another branch (PENDING_PAGES)")
     assert resolved.exists(), f"{_rel(page)} links to {target}, which does not exist"
+
+
+# -- python and JSON blocks -----------------------------------------------------------------------
+
+def _indented(lang: str) -> list[tuple[Path, str]]:
+    """Blocks of ``lang``, also those indented inside a list item, dedented."""
+    found = []
+    for page in PAGES:
+        for indent, body in re.findall(rf"^( *)```{lang}\n(.*?)^\1```", page.read_text(),
+                                       re.DOTALL | re.MULTILINE):
+            found.append((page, textwrap.dedent(body) if indent else body))
+    return found
+
+
+PYTHON = _indented("python")
+JSON_BLOCKS = _indented("json")
+
+
+def test_the_pages_have_python_and_json_blocks() -> None:
+    assert len(PYTHON) >= 8 and len(JSON_BLOCKS) >= 3
+
+
+@pytest.mark.parametrize("page,block", PYTHON, ids=[f"{_rel(p)}#{i}" for i, (p, _) in
+                                                    enumerate(PYTHON)])
+def test_python_block_compiles(page: Path, block: str) -> None:
+    # Every block is at least valid Python; the self-contained ones also run (below and in
+    # the tests of the page's subject: test_file_exporter, test_tool_graders).
+    compile(block, f"{_rel(page)} block", "exec")
+
+
+@pytest.mark.parametrize("page,block", JSON_BLOCKS, ids=[f"{_rel(p)}#{i}" for i, (p, _) in
+                                                         enumerate(JSON_BLOCKS)])
+def test_json_block_parses(page: Path, block: str) -> None:
+    json.loads(block)
+
+
+def _python_block(page: str, starts: str) -> str:
+    (block,) = [b for p, b in PYTHON if _rel(p) == page and b.startswith(starts)]
+    return block
+
+
+def test_the_pytest_page_example_passes_under_pytest(tmp_path: Path) -> None:
+    (tmp_path / "test_travel_agent.py").write_text(
+        _python_block("docs/pytest.md", "# tests/test_travel_agent.py"))
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "test_travel_agent.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "2 passed" in done.stdout
+
+
+def test_the_python_api_page_set_up_runs(tmp_path: Path) -> None:
+    # The ten lines, then one agent run through them, graded by the processor they set up.
+    (tmp_path / "graders.yaml").write_text(
+        "graders:\n  - {name: order, type: tool-call-order, tool_calls_order: [search]}\n")
+    script = _python_block("docs/python-api.md", "from opentelemetry import trace") + (
+        "tracer = trace.get_tracer('t')\n"
+        "with tracer.start_as_current_span('invoke_agent a', attributes={\n"
+        "        'gen_ai.operation.name': 'invoke_agent'}):\n"
+        "    with tracer.start_as_current_span('execute_tool search', attributes={\n"
+        "            'gen_ai.tool.name': 'search'}):\n"
+        "        pass\n"
+        "print(provider.force_flush(5000), provider._active_span_processor."
+        "_span_processors[0].stats()['runs'])\n")
+    (tmp_path / "setup.py").write_text(script)
+    env = {**os.environ, "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:9",
+           "OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_BSP_EXPORT_TIMEOUT": "1000"}
+    done = subprocess.run([sys.executable, "setup.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "1", done.stdout

@@ -51,7 +51,8 @@ def render_html(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     failed_runs = sum(1 for r in reports if not r.passed)
     failed_gates = sum(1 for g in gates if not g.passed)
     passed = not failed_runs and not failed_gates
-    verdict = "pass" if passed else "fail"
+    # No run graded is not a pass: the badge says so (``grade`` exits 2 on it by default).
+    verdict = "no runs" if not reports else "pass" if passed else "fail"
     shown = _pick(reports, MAX_RUN_SECTIONS)
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
@@ -59,7 +60,7 @@ def render_html(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_h(title)}: {verdict.upper()}</title>",
         f"<style>{_asset('report.css')}</style></head>",
-        f'<body class="overall-{verdict}"><header class="top">',
+        f'<body class="overall-{verdict.replace(" ", "-")}"><header class="top">',
         f'<h1>{_h(title)}</h1>{_badge(verdict)}',
         (f'<p class="sub">{len(reports)} run(s), {failed_runs} failed'
         f'{f", {failed_gates} aggregate gate(s) failed" if failed_gates else ""}</p></header>'),

@@ -156,6 +156,9 @@ def _grader_lines(graders: Any, indent: str, paint: _Paint) -> list[str]:
 
 def _result_line(reports: Sequence[RunReport], aggregate: Mapping[str, Any],
                  paint: _Paint) -> str:
+    if not reports:
+        # Nothing graded is not a pass (``grade`` exits 2 on it unless --allow-empty).
+        return f"{paint('NO RUNS', 'bold')}: no agent run was found; nothing was graded."
     failed_runs = sum(1 for r in reports if not r.passed)
     failed_gates = sum(1 for gate in aggregate_gates(aggregate) if not gate.passed)
     parts = [f"{len(reports) - failed_runs} of {len(reports)} runs passed"]
