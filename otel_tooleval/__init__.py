@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.6.1"
+from ._version import __version__
 
 _EXPORTS = {
     "AgentRun": ".model",

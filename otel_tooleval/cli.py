@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 
-from . import __version__
+from ._version import __version__
 from .config import ConfigError, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
 from .model import RunReport

@@ -21,8 +21,8 @@ from typing import Any
 from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
-from . import __version__
 from ._compat import annotated_copy, copy_with, detach, record_from_span, suppress_instrumentation
+from ._version import __version__
 from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
 
-from . import __version__
 from ._compat import detach, suppress_instrumentation
+from ._version import __version__
 from .config import ToolEvalConfig
 from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
 from .emit import LogEvents, VerdictMetrics

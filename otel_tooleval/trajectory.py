@@ -17,7 +17,6 @@ from typing import Any
 from .conventions import (
     MODEL,
     TOOL,
-    _tool_call,
     agent_name_of,
     assistant_text_of,
     final_output_of,
@@ -26,6 +25,7 @@ from .conventions import (
     span_kind,
     tool_name_of,
 )
+from .conventions.calls import tool_call
 from .model import AgentRun, SpanRecord, ToolCall
 
 __all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
@@ -152,7 +152,7 @@ def run_from(
         end = record.end_ns
         is_pending = end is None or (root_end is not None and end > root_end)
         step = bisect_left(model_starts, record.start_ns)   # the turn: models started before
-        call = _tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys)
+        call = tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys)
         if call is None:
             continue
         if call.server is None and call.name.startswith("mcp__"):

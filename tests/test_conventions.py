@@ -346,3 +346,30 @@ def test_str_enum_attribute_values_read_as_their_characters() -> None:
     assert (call.name, call.call_id, call.server, run.agent) == ("search", "call_1", "files",
                                                                  "coder")
     assert all(type(v) is str for v in (call.name, call.call_id, call.server, run.agent))
+
+
+def test_str_enum_marker_values_classify_on_the_hot_path() -> None:
+    """Microsoft Agent Framework sets ``gen_ai.operation.name`` to a str-subclass enum live;
+    offline (through OTLP) it is its characters. Both must classify the span the same way."""
+    import enum
+
+    from otel_tooleval.conventions import AGENT, MODEL, span_kind
+
+    class Op(str, enum.Enum):
+        CHAT = "chat"
+        INVOKE = "invoke_agent"
+
+    assert span_kind({"gen_ai.operation.name": Op.CHAT}) == MODEL
+    assert span_kind({"gen_ai.operation.name": Op.INVOKE}) == AGENT
+    assert span_kind({"openinference.span.kind": {"not": "a string"}}) == 0
+
+
+def test_the_tables_are_derived_from_the_convention_modules() -> None:
+    from otel_tooleval.conventions import CONVENTIONS, MARKER_KEYS, TOOL_CONVENTIONS
+    from otel_tooleval.conventions import genai, openinference, traceloop
+
+    assert CONVENTIONS == (genai.CONVENTION, openinference.CONVENTION, traceloop.CONVENTION)
+    assert MARKER_KEYS == ("gen_ai.operation.name", "openinference.span.kind",
+                           "traceloop.span.kind")
+    assert [t.convention for t in TOOL_CONVENTIONS] == ["gen_ai", "openinference", "traceloop"]
+    assert {c.name for c in CONVENTIONS} == {"gen_ai", "openinference", "traceloop"}

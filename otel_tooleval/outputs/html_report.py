@@ -14,7 +14,7 @@ from html import escape
 from importlib import resources
 from typing import Any
 
-from .. import __version__
+from .._version import __version__
 from ..model import GradeResult, RunReport
 from .gates import aggregate_gates
 from .text import fmt_duration, one_line, readable

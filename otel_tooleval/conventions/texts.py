@@ -1,0 +1,58 @@
+"""What a run answered: a model call's assistant text, and a run's final output."""
+
+from __future__ import annotations
+
+import json
+
+from ..model import SpanRecord
+from ..values import decode_value
+from .genai import indexed_texts, texts_from_messages
+from .openinference import langchain_text
+
+__all__ = ["assistant_text_of", "final_output_of"]
+
+# Flattened message lists: (prefix, role key, content key) of OpenInference and OpenLLMetry.
+_INDEXED = (
+    ("llm.output_messages", "message.role", "message.content"),
+    ("gen_ai.completion", "role", "content"),
+)
+
+
+def assistant_text_of(record: SpanRecord) -> str | None:
+    """The assistant text a model-call span produced, under whichever convention it used."""
+    attrs = record.attributes
+    if "gen_ai.output.messages" in attrs:
+        texts = texts_from_messages(attrs["gen_ai.output.messages"])
+        if texts:
+            return "\n".join(texts)
+    for prefix, role_key, content_key in _INDEXED:
+        texts = indexed_texts(attrs, prefix, role_key, content_key)
+        if texts:
+            return "\n".join(texts)
+    if "output.value" in attrs:
+        return langchain_text(attrs["output.value"])
+    return None
+
+
+def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | None:
+    """The run's final output (SEMANTICS 1): root attributes first, then the last model call."""
+    attrs = root.attributes
+    if attrs.get("final_result") is not None:
+        value = decode_value(attrs["final_result"])
+        return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    for key in ("output.value", "traceloop.entity.output"):
+        if attrs.get(key) is not None:
+            raw = attrs[key]
+            text = langchain_text(raw)
+            if text is not None:
+                return text
+            return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
+    if attrs.get("gen_ai.output.messages") is not None:
+        texts = texts_from_messages(attrs["gen_ai.output.messages"])
+        if texts:
+            return texts[-1]
+    for record in reversed(model_records):
+        text = assistant_text_of(record)
+        if text:
+            return text
+    return None
