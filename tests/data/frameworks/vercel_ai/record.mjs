@@ -1,6 +1,7 @@
 // Records the Vercel AI SDK's own OpenTelemetry spans (the @ai-sdk/otel integration) of the
 // scripted four-call weather run into traces.jsonl, OTLP/JSON lines as the collector's file
-// exporter writes them. Run by record.sh; see README.md.
+// exporter writes them. `node record.mjs legacy` records the LegacyOpenTelemetry integration's
+// `ai.*` spans into legacy/traces.jsonl instead. Run by record.sh; see README.md.
 import { execFileSync, spawn } from 'node:child_process';
 import { appendFileSync, existsSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -8,7 +9,7 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { OpenTelemetry } from '@ai-sdk/otel';
+import { LegacyOpenTelemetry, OpenTelemetry } from '@ai-sdk/otel';
 import { JsonTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { NodeTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-node';
@@ -16,7 +17,8 @@ import { generateText, isStepCount, registerTelemetry, tool } from 'ai';
 import { z } from 'zod';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const TRACES = join(here, 'traces.jsonl');
+const LEGACY = process.argv[2] === 'legacy';
+const TRACES = join(here, ...(LEGACY ? ['legacy'] : []), 'traces.jsonl');
 // scripted_openai.PROMPT and FINAL_ANSWER, read from the server's module.
 const [PROMPT, FINAL_ANSWER] = JSON.parse(execFileSync('python3', ['-c',
   'import json, scripted_openai as s; print(json.dumps([s.PROMPT, s.FINAL_ANSWER]))'],
@@ -111,7 +113,8 @@ async function main() {
     spanProcessors: [new SimpleSpanProcessor(new OTLPJsonFileExporter(TRACES))],
   });
   provider.register(); // the global tracer provider and the AsyncLocalStorage context manager
-  registerTelemetry(new OpenTelemetry()); // the AI SDK docs' set-up (@ai-sdk/otel, GenAI spans)
+  // The AI SDK docs' set-up: @ai-sdk/otel's GenAI spans, or the ai.* spans of AI SDK 6 and before.
+  registerTelemetry(LEGACY ? new LegacyOpenTelemetry() : new OpenTelemetry());
 
   const { server, requests, baseURL } = startScriptedServer();
   try {
