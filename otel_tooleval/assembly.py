@@ -409,6 +409,7 @@ class TraceBuffers:
         gone.update(m.span_id for m in models)
         state = job.trace
         root_id = job.root.context.span_id
+        gone.add(root_id)   # an agent root is kept with the agent spans (hooks.py)
         self._forget_subtree(state, root_id)
         with self._lock:
             for items in (state.tools, state.models):

@@ -115,6 +115,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                             kept = state.tools
                     elif kind & MODEL:
                         kept = state.models
+                    elif kind & AGENT and parent is not None and not parent[2]:
+                        # An agent span below a local root names the run's agent when the
+                        # run's root is no agent span (run_from tells it from the model
+                        # calls); its values are not kept for grading, so not counted.
+                        state.models.append(span)
                     if kept is not None:
                         size = 0   # assembly._value_bytes, inline
                         for value in attrs.values():

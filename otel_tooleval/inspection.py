@@ -22,6 +22,7 @@ from typing import Any
 
 from .config import ToolEvalConfig, config_from_mapping
 from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
+from .conventions.calls import tool_row
 from .files import InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
 from .trajectory import build_run, find_runs
@@ -43,7 +44,7 @@ _NOT_CANDIDATE = re.compile(r".*user[._-]?agent.*", re.IGNORECASE)
 READ_KEYS: frozenset[str] = frozenset(
     {*MARKER_KEYS, "gen_ai.agent.name", "agent.name", "tool.synthesized"}
     | {key for conv in TOOL_CONVENTIONS
-       for key in (conv.name, *conv.arguments, *conv.result, *conv.call_id)})
+       for key in (conv.name, *conv.arguments, *conv.result, *conv.call_id) if key})
 SESSION_KEYS: tuple[str, ...] = ("gen_ai.conversation.id", "session.id")
 #: Distinct candidate keys tracked; more are only counted (``Unrecognised.more_keys``).
 MAX_KEYS = 1000
@@ -55,14 +56,11 @@ def default_config() -> ToolEvalConfig:
     return config_from_mapping({}, allow_no_graders=True)
 
 
-def convention_of(attributes: Mapping[str, Any]) -> str | None:
-    """The ``ToolConvention.convention`` whose name attribute made a span a tool call (the
-    first row that matches, as ``conventions._tool_call`` picks it); None for none."""
-    for conv in TOOL_CONVENTIONS:
-        if attributes.get(conv.name) is not None and (
-                conv.when is None or attributes.get(conv.when[0]) == conv.when[1]):
-            return conv.convention
-    return None
+def convention_of(record: SpanRecord) -> str | None:
+    """The ``ToolConvention.convention`` of the row that reads a span as a tool call (as
+    grading picks it); None for none."""
+    row = tool_row(record)
+    return None if row is None else row.convention
 
 
 def session_of(attributes: Mapping[str, Any]) -> str | None:
@@ -167,7 +165,7 @@ def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: In
     for root, members in found:
         run = build_run(root, members, policy)
         by_id = {m.span_id: m for m in members}
-        conventions = tuple(convention_of(by_id[c.span_id].attributes) if c.span_id in by_id
+        conventions = tuple(convention_of(by_id[c.span_id]) if c.span_id in by_id
                             else None for c in run.calls)
         out.runs.append(InspectedRun(run, conventions, session_of(root.attributes),
                                      excluded=agents is not None and run.agent not in agents))
@@ -262,10 +260,8 @@ def hints(unrecognised: Unrecognised) -> list[str]:
             f" and {len(keys) - 6} more" if len(keys) > 6 else "")
         out.append(f"spans of scope `{scope}` ({count}) carry {shown}: nothing in otel-tooleval "
                    "reads these keys. A `conventions:` mapping in the config would (not yet "
-                   "supported: the planned way to map another framework's keys); until then only spans "
-                   "that carry "
-                   "`gen_ai.tool.name`, `tool.name` or Traceloop's tool attributes are read as "
-                   "tool calls.")
+                   "supported: the planned way to map another framework's keys); until then "
+                   "only the conventions of docs/conventions.md are read.")
     if unrecognised.more_keys:
         out.append(f"{unrecognised.more_keys} more candidate attribute value(s), of keys past "
                    f"the first {MAX_KEYS} distinct ones, were seen but not tracked.")

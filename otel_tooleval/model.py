@@ -79,17 +79,27 @@ class ToolCall:
     server: str | None = None
     decoded_arguments: Any = field(default=_UNSET, repr=False)
     decoded_result: Any = field(default=_UNSET, repr=False)
+    #: The convention row that read the call, when it unwraps the framework's envelopes
+    #: (``arguments_from`` / ``result_from`` of ``conventions.ToolConvention``).
+    envelope: Any = field(default=None, repr=False)
 
     @property
     def arguments(self) -> Any:
         if self.decoded_arguments is _UNSET:
-            self.decoded_arguments = decode_value(self.raw_arguments)
+            value = decode_value(self.raw_arguments)
+            if self.envelope is not None and self.envelope.arguments_from is not None:
+                value = self.envelope.arguments_from(value)
+            self.decoded_arguments = value
         return self.decoded_arguments
 
     @property
     def result(self) -> Any:
         if self.decoded_result is _UNSET:
-            self.decoded_result = decode_value(self.raw_result)
+            value = decode_value(self.raw_result)
+            if (self.envelope is not None and self.envelope.result_from is not None
+                    and self.error is None):
+                value = self.envelope.result_from(value)
+            self.decoded_result = value
         return self.decoded_result
 
     @property

@@ -185,7 +185,7 @@ class TailBuffers(Generic[H]):
                         continue
                 else:
                     trace.records.append(
-                        record if root or kind & (TOOL | MODEL)
+                        record if root or kind & (TOOL | MODEL | AGENT)
                         else record._replace(attributes=_NO_ATTRIBUTES))
                     trace.bytes += size
                     self.bytes += size

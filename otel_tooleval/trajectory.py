@@ -15,6 +15,7 @@ from operator import attrgetter
 from typing import Any
 
 from .conventions import (
+    AGENT,
     MODEL,
     TOOL,
     agent_name_of,
@@ -26,6 +27,7 @@ from .conventions import (
     tool_name_of,
 )
 from .conventions.calls import tool_call
+from .conventions.registry import NOT_MODELS
 from .model import AgentRun, SpanRecord, ToolCall
 
 __all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
@@ -117,8 +119,8 @@ def build_run(
         kind = span_kind(record.attributes)
         if kind & TOOL:
             tools.append(record)
-        elif kind & MODEL:
-            models.append(record)
+        elif kind & (MODEL | AGENT):
+            models.append(record)   # agent spans too: run_from tells them apart
     return run_from(root, tools, models, policy, late_spans=late_spans,
                     dropped_calls=dropped_calls)
 
@@ -134,10 +136,15 @@ def run_from(
 ) -> AgentRun:
     """The AgentRun of ``root`` from its tool spans and model-call spans, in any order.
 
-    A tool span still open, or ended after the root ended, is a pending call.
+    ``models`` may hold agent spans below the root too (they name the agent when the root is
+    no agent span). A model span inside another model span, or named as a framework's
+    request preparation (``Convention.not_models``), is no model response of its own: each
+    response is one step. A tool span still open, or ended after the root ended, is a pending
+    call.
     """
+    models, agents = _responses(models, root.span_id)
     if policy.ignore_tools:
-        tools = [t for t in tools if not policy.ignores(tool_name_of(t.attributes) or "")]
+        tools = [t for t in tools if not policy.ignores(tool_name_of(t.attributes, t.name) or "")]
     _sort_records(tools)
     _sort_records(models)
     if len(tools) > policy.max_calls_per_run:
@@ -164,7 +171,7 @@ def run_from(
     return AgentRun(
         trace_id=root.trace_id,
         root_span_id=root.span_id,
-        agent=agent_name_of(root),
+        agent=agent_name_of(root, agents, policy.is_agent(root.attributes, root.name)),
         calls=tuple(calls),
         root_name=root.name,
         start_ns=root.start_ns,
@@ -176,6 +183,26 @@ def run_from(
         root_attributes=root.attributes,
         outputs=SpanOutputs(root, models),
     )
+
+
+def _responses(records: list[SpanRecord], root_id: int
+               ) -> tuple[list[SpanRecord], list[SpanRecord]]:
+    """(model responses, agent spans) of a run's kept model and agent spans."""
+    models: list[SpanRecord] = []
+    agents: list[SpanRecord] = []
+    for record in records:
+        if record.span_id == root_id:
+            continue
+        if span_kind(record.attributes) & MODEL:
+            if not (NOT_MODELS and record.name.endswith(NOT_MODELS)):
+                models.append(record)
+        else:
+            agents.append(record)
+    if len(models) > 1:
+        ids = {m.span_id for m in models}
+        models = [m for m in models if m.parent_id not in ids]
+    _sort_records(agents)
+    return models, agents
 
 
 class SpanOutputs:
@@ -307,7 +334,8 @@ def _run_roots(local: SpanRecord, tree: list[SpanRecord],
         return [local, *separate]
     if outer:
         return outer + separate
-    has_tools = any(tool_name_of(s.attributes) is not None for s in tree if s is not local)
+    has_tools = any(tool_name_of(s.attributes, s.name) is not None
+                    for s in tree if s is not local)
     if policy.local_root_is_run(local.attributes, local.name, local.scope,
                                 had_agent_runs=False, has_tool_calls=has_tools):
         return [local]

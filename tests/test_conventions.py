@@ -319,7 +319,9 @@ def test_span_kind_over_every_marker_combination() -> None:
                                                         "generate_content")
                  or attrs.get("openinference.span.kind") == "LLM"
                  or attrs.get("traceloop.span.kind") in ("llm", "chat"))
-        expected = ((TOOL if tool_name_of(attrs) is not None else 0)
+        # A span-named convention (DSPy: a TOOL-kind span without tool.name) counts as a tool
+        # span on the hot path; its scope decides later whether it is a call.
+        expected = ((TOOL if tool_name_of(attrs, "span name") is not None else 0)
                     | (AGENT if agent else 0) | (MODEL if model else 0))
         assert span_kind(attrs) == expected, attrs
 
@@ -366,10 +368,142 @@ def test_str_enum_marker_values_classify_on_the_hot_path() -> None:
 
 def test_the_tables_are_derived_from_the_convention_modules() -> None:
     from otel_tooleval.conventions import CONVENTIONS, MARKER_KEYS, TOOL_CONVENTIONS
-    from otel_tooleval.conventions import genai, openinference, traceloop
+    from otel_tooleval.conventions import genai, haystack, openinference, traceloop
 
-    assert CONVENTIONS == (genai.CONVENTION, openinference.CONVENTION, traceloop.CONVENTION)
-    assert MARKER_KEYS == ("gen_ai.operation.name", "openinference.span.kind",
-                           "traceloop.span.kind")
-    assert [t.convention for t in TOOL_CONVENTIONS] == ["gen_ai", "openinference", "traceloop"]
-    assert {c.name for c in CONVENTIONS} == {"gen_ai", "openinference", "traceloop"}
+    # The general conventions come last: the frameworks' own rows (scoped or keyed) first.
+    assert CONVENTIONS[-3:] == (genai.CONVENTION, openinference.CONVENTION,
+                                traceloop.CONVENTION)
+    assert haystack.CONVENTION in CONVENTIONS
+    assert [t for c in CONVENTIONS for t in c.tools] == list(TOOL_CONVENTIONS)
+    assert {"gen_ai.operation.name", "openinference.span.kind", "traceloop.span.kind",
+            "haystack.component.type", "mlflow.spanType"} <= set(MARKER_KEYS)
+    assert len({c.name for c in CONVENTIONS}) == len(CONVENTIONS)
+
+
+# -- framework conventions (issue 15): the rules each recording in tests/data/frameworks needs --
+
+def _run(*records: SpanRecord) -> Any:
+    runs = find_runs(list(records), RunPolicy())
+    assert len(runs) == 1, [r.name for r, _ in runs]
+    return build_run(*runs[0], RunPolicy())
+
+
+def test_setup_operations_are_no_run() -> None:
+    # AutoGen and OpenLLMetry record `create_agent` as a trace of its own.
+    setup = span(1, 0, "create_agent weather_agent", 0, 10, **{
+        "gen_ai.operation.name": "create_agent", "gen_ai.agent.name": "weather_agent"})
+    assert find_runs([setup], RunPolicy()) == []
+    # ... while an agent run that made no call is still a run.
+    idle = span(2, 0, "invoke_agent a", 0, 10, **{"gen_ai.operation.name": "invoke_agent"})
+    assert [r.span_id for r, _ in find_runs([idle], RunPolicy())] == [2]
+
+
+def test_agent_name_from_the_agent_span_below_a_framework_root() -> None:
+    # CrewAI: the root is the crew's chain, named with an instance UUID; the agent is below.
+    root = span(1, 0, "Crew_22f34754-1c2b-4a55-9d3e-0123456789ab.kickoff", 0, 100,
+                **{"openinference.span.kind": "CHAIN"})
+    agent = span(2, 1, "weather_agent._execute_core", 1, 99, **{
+        "openinference.span.kind": "AGENT", "graph.node.id": "weather_agent"})
+    tool = span(3, 2, "lookup.run", 2, 3, **{"tool.name": "lookup"})
+    assert _run(root, agent, tool).agent == "weather_agent"
+    # Without the agent span, never a name that changes with every crew instance.
+    assert _run(root, tool).agent == "Crew.kickoff"
+
+
+def test_an_agent_root_keeps_its_own_name_over_nested_agents() -> None:
+    root = span(1, 0, "invoke_agent boss", 0, 100, **{"gen_ai.operation.name": "invoke_agent"})
+    inner = span(2, 1, "invoke_agent helper", 1, 99, **{
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
+    assert _run(root, inner).agent == "invoke_agent boss"
+
+
+def test_a_model_span_inside_another_is_one_response() -> None:
+    # LlamaIndex: preparation + outer + inner LLM span per response count as one step.
+    root = span(1, 0, "invoke_agent a", 0, 100, **{"gen_ai.operation.name": "invoke_agent"})
+    records = [root]
+    sid = 10
+    for turn in range(2):
+        t = turn * 40
+        records += [
+            span(sid, 1, "OpenAILike._prepare_chat_with_tools", t + 1, t + 2, **{
+                "openinference.span.kind": "LLM"}),
+            span(sid + 1, 1, "OpenAILike.astream_chat", t + 3, t + 20, **{
+                "openinference.span.kind": "LLM"}),
+            span(sid + 2, sid + 1, "OpenAILike.astream_chat", t + 4, t + 19, **{
+                "openinference.span.kind": "LLM"}),
+            span(sid + 3, 1, "FunctionTool.acall", t + 21, t + 22, **{"tool.name": f"t{turn}"})]
+        sid += 10
+    run = _run(*records)
+    assert [(c.name, c.step) for c in run.calls] == [("t0", 0), ("t1", 1)]
+    assert run.steps == 2
+
+
+@pytest.mark.parametrize(("scope", "attrs", "name", "args", "result"), [
+    # LlamaIndex: {"kwargs": ...} and the ToolOutput's raw_output
+    ("openinference.instrumentation.llama_index",
+     {"tool.name": "w", "input.value": '{"kwargs": {"city": "Paris"}}',
+      "output.value": '{"blocks": [], "tool_name": "w", "raw_input": {}, '
+                      '"raw_output": {"temp_c": 21.0}, "is_error": false}'},
+     "w", {"city": "Paris"}, {"temp_c": 21.0}),
+    # ADK: a non-dict return value in {"result": ...}; its 1.x keys
+    ("gcp.vertex.agent", {"gen_ai.tool.name": "c", "gcp.vertex.agent.tool_call_args":
+                          '{"q": 1}', "gcp.vertex.agent.tool_response": '{"result": "Paris"}'},
+     "c", {"q": 1}, "Paris"),
+    # Strands (latest semconv): content blocks with the value as JSON text
+    ("strands.telemetry.tracer", {"gen_ai.tool.name": "g", "gen_ai.tool.call.arguments": "{}",
+                                  "gen_ai.tool.call.result": '[{"text": "{\\"a\\": 1}"}]'},
+     "g", {}, {"a": 1}),
+    # OpenLLMetry's LangChain callback envelope and serialised ToolMessage
+    ("opentelemetry.instrumentation.langchain",
+     {"gen_ai.tool.name": "g", "gen_ai.tool.call.arguments":
+      '{"input_str": "{\'city\': \'Lyon\'}", "tags": [], "inputs": {"city": "Lyon"}}',
+      "gen_ai.tool.call.result": '{"output": {"lc": 1, "type": "constructor", "kwargs": '
+                                 '{"content": "{\\"temp_c\\": 18.0}", "type": "tool"}}}'},
+     "g", {"city": "Lyon"}, {"temp_c": 18.0}),
+    # Semantic Kernel: Plugin-function names; the plugin is the server
+    ("semantic_kernel.functions.kernel_function",
+     {"gen_ai.tool.name": "WeatherPlugin-get_weather", "gen_ai.tool.call.result":
+      "{'city': 'Paris'}"}, "get_weather", None, {"city": "Paris"}),
+    # DSPy: the span's name is the tool's
+    ("openinference.instrumentation.dspy",
+     {"openinference.span.kind": "TOOL", "input.value": '{"kwargs": {"q": "x"}}',
+      "output.value": '"done"'}, "lookup_city", {"q": "x"}, "done"),
+    # MLflow and Langfuse: the span's name too, their own markers
+    ("mlflow.tracing.provider", {"mlflow.spanType": '"TOOL"', "mlflow.spanInputs": '{"a": 1}',
+                                 "mlflow.spanOutputs": '"Paris"'}, "lookup_city", {"a": 1},
+     "Paris"),
+    ("langfuse-sdk", {"langfuse.observation.type": "tool", "langfuse.observation.input":
+                      '{"args": [], "kwargs": {"a": 1}}', "langfuse.observation.output": "ok"},
+     "lookup_city", {"a": 1}, "ok"),
+    # Haystack: its own keys
+    ("haystack", {"haystack.tool.name": "h", "haystack.agent.step.tool.input": '{"a": 1}',
+                  "haystack.agent.step.tool.output": "ok"}, "h", {"a": 1}, "ok"),
+])
+def test_framework_tool_rows(scope: str, attrs: dict[str, Any], name: str, args: Any,
+                             result: Any) -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    span_name = "lookup_city.__call__" if "dspy" in scope else "lookup_city"
+    tool = SpanRecord(1, 2, 1, span_name, 10, 20, attrs, scope=scope)
+    (call,) = build_run(root, [tool], RunPolicy()).calls
+    assert (call.name, call.arguments, call.result) == (name, args, result)
+    if scope.startswith("semantic_kernel"):
+        assert call.server == "WeatherPlugin"
+
+
+def test_an_envelope_shape_is_only_taken_off_by_its_framework() -> None:
+    # The same {"result": ...} from a tool under the general GenAI convention is the value.
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    tool = SpanRecord(1, 2, 1, "t", 10, 20, {"gen_ai.tool.name": "t",
+                                             "gen_ai.tool.call.result": '{"result": 1}'},
+                      scope="pydantic-ai")
+    (call,) = build_run(root, [tool], RunPolicy()).calls
+    assert call.result == {"result": 1}
+
+
+def test_bookkeeping_tools_are_no_calls() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    merged = SpanRecord(1, 2, 1, "execute_tool (merged)", 10, 20,
+                        {"gen_ai.tool.name": "(merged tools)"}, scope="gcp.vertex.agent")
+    finish = SpanRecord(1, 3, 1, "finish.__call__", 30, 40, {"openinference.span.kind": "TOOL"},
+                        scope="openinference.instrumentation.dspy")
+    assert build_run(root, [merged, finish], RunPolicy()).calls == ()

@@ -30,10 +30,35 @@ from otel_tooleval.model import RunReport, text_of
 from tests.support.replay import replay_file
 
 ROOT = Path(__file__).resolve().parent / "data" / "frameworks"
-FOLDERS = sorted(p.parent for p in ROOT.glob("*/expected.json"))
+FOLDERS = sorted(p.parent for p in ROOT.glob("**/expected.json") if ".venv" not in p.parts
+                 and "node_modules" not in p.parts)
 
-#: What otel-tooleval reads wrong today, per recording (the strict xfails of this file).
-GAPS: dict[str, str] = {}
+#: What otel-tooleval reads wrong today, per recording and per part of the reading (the
+#: strict xfails of this file: a fix that makes one pass fails the suite until it is removed).
+GAPS: dict[str, dict[str, str]] = {
+    "agent": {
+        "llamaindex": "the agent's name is only inside repr strings of CHAIN spans' input.value",
+        "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
+    },
+    "calls": {
+        "strands": "its default telemetry keeps arguments and results in span events "
+                   "(gen_ai.tool.message, gen_ai.choice), which are not read yet",
+        "openllmetry_langgraph": "the two calls of one model response ran concurrently and "
+                                 "started in the other order; the model's order is only in "
+                                 "the chat span's output messages",
+        "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
+    },
+    "final_output": {
+        "crewai": "the crew's output is a JSON document whose 'raw' holds the answer",
+        "llamaindex": "the run's output is a StopEvent repr",
+        "haystack": "the answer is in haystack.agent.output below the run root",
+        "adk_legacy": "the answer is only in the last call_llm's llm_response",
+        "dspy": "the module's output is a JSON document whose 'answer' holds the answer",
+        "strands": "the answer is in the root's gen_ai.choice event",
+        "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",
+        "logfire": "no run is found",
+    },
+}
 
 #: One config for every recording: the calls in order with their arguments, the strict order
 #: of names, the outputs, and the model turn of the parallel pair.
@@ -47,17 +72,22 @@ SHARED = {"graders": [
      "tool_calls_order": ["lookup_city", "get_weather", "get_weather", "convert_temp"]},
     {"name": "outputs", "type": "tool-call-output", "tool_outputs": [
         {"name": "lookup_city", "output": "Paris"},
-        {"name": "get_weather", "output": '{"city":"Lyon","temp_c":18.0}'},
         {"name": "convert_temp", "output": "69.8"}]},
     {"name": "steps", "type": "tool-calls", "config": {"required": [
         {"name": "^convert_temp$", "at_step": 2}, {"name": "^lookup_city$", "at_step": 0}]}},
 ]}
 
 
-def _ids(folders: list[Path]) -> list[Any]:
-    return [pytest.param(f, id=f.name, marks=pytest.mark.xfail(
-        reason=GAPS[f.name], strict=True)) if f.name in GAPS else pytest.param(f, id=f.name)
-        for f in folders]
+def _name(folder: Path) -> str:
+    return folder.relative_to(ROOT).as_posix()
+
+
+def _ids(part: str | None = None) -> list[Any]:
+    """One parameter per recording; a strict xfail where ``GAPS[part]`` lists it."""
+    gaps = GAPS.get(part or "", {})
+    return [pytest.param(f, id=_name(f), marks=pytest.mark.xfail(reason=gaps[_name(f)],
+                                                                 strict=True))
+            if _name(f) in gaps else pytest.param(f, id=_name(f)) for f in FOLDERS]
 
 
 def graded_offline(folder: Path, config: Any) -> list[RunReport]:
@@ -81,7 +111,8 @@ def test_there_are_recordings() -> None:
     assert FOLDERS, "no recording under tests/data/frameworks"
     for folder in FOLDERS:
         assert (folder / "traces.jsonl").is_file() and (folder / "README.md").is_file()
-        assert (folder / "record.sh").is_file(), folder.name
+        assert (folder / "record.sh").is_file() or (folder.parent / "record.sh").is_file(), \
+            folder.name
 
 
 def _plain(value: Any) -> Any:
@@ -95,26 +126,43 @@ def _keys(expected: dict[str, Any]) -> tuple[tuple[str, ...], bool]:
     framework's telemetry records at all (``not_recorded`` lists the rest)."""
     missing = set(expected.get("not_recorded", ()))
     fields = ("name",) + (() if "arguments" in missing else ("arguments",)) + (
-        () if "results" in missing else ("result",)) + ("step",)
+        () if "results" in missing else ("result",)) + (() if "steps" in missing else ("step",))
     return fields, "final_output" not in missing
 
 
-@pytest.mark.parametrize("folder", _ids(FOLDERS))
-def test_grade_reads_what_the_framework_did(folder: Path) -> None:
-    expected = json.loads((folder / "expected.json").read_text())
-    fields, final = _keys(expected)
-
-    def shape(agent: Any, output: Any, calls: list[dict[str, Any]]) -> dict[str, Any]:
-        return {"agent": agent, "calls": [{k: _plain(c[k]) for k in fields} for c in calls],
-                **({"final_output": output} if final else {})}
-
-    want = [shape(r["agent"], r.get("final_output"), r["calls"]) for r in expected["runs"]]
-    got = [shape(r["agent"], r["final_output"], r["calls"])
-           for r in map(reading, graded_offline(folder, SHARED))]
-    assert got == want
+def _expected(folder: Path) -> dict[str, Any]:
+    return json.loads((folder / "expected.json").read_text())  # type: ignore[no-any-return]
 
 
-@pytest.mark.parametrize("folder", _ids(FOLDERS))
+@pytest.mark.parametrize("folder", _ids("agent"))
+def test_one_run_per_agent_run_with_the_agents_name(folder: Path) -> None:
+    expected = _expected(folder)
+    runs = graded_offline(folder, SHARED)
+    assert len(runs) == len(expected["runs"]), [r.run.root_name for r in runs]
+    if "agent_name" not in expected.get("not_recorded", ()):
+        assert [r.run.agent for r in runs] == [r["agent"] for r in expected["runs"]]
+
+
+@pytest.mark.parametrize("folder", _ids("calls"))
+def test_calls_in_order_with_arguments_results_and_steps(folder: Path) -> None:
+    expected = _expected(folder)
+    fields, _ = _keys(expected)
+    got = [[{k: _plain(c[k]) for k in fields} for c in reading(r)["calls"]]
+           for r in graded_offline(folder, SHARED)]
+    assert got == [[{k: _plain(c[k]) for k in fields} for c in r["calls"]]
+                   for r in expected["runs"]]
+
+
+@pytest.mark.parametrize("folder", _ids("final_output"))
+def test_final_output(folder: Path) -> None:
+    expected = _expected(folder)
+    if not _keys(expected)[1]:
+        pytest.skip(f"{_name(folder)} records no final output")
+    assert [r.run.final_output for r in graded_offline(folder, SHARED)] == [
+        r.get("final_output") for r in expected["runs"]]
+
+
+@pytest.mark.parametrize("folder", _ids())
 def test_live_and_grade_agree(folder: Path) -> None:
     offline = graded_offline(folder, SHARED)
     live = replay_file(folder / "traces.jsonl", SHARED)
@@ -123,11 +171,14 @@ def test_live_and_grade_agree(folder: Path) -> None:
         [(g.name, g.score, g.passed) for g in r.results] for r in offline]
 
 
-@pytest.mark.parametrize("folder", _ids(FOLDERS))
+@pytest.mark.parametrize("folder", _ids("calls"))
 def test_the_shared_config_passes(folder: Path) -> None:
-    expected = json.loads((folder / "expected.json").read_text())
-    if {"arguments", "results"} & set(expected.get("not_recorded", ())):
-        pytest.skip(f"{folder.name} records no {' or '.join(expected['not_recorded'])}")
+    expected = _expected(folder)
+    missing = {"arguments", "results", "steps"} & set(expected.get("not_recorded", ()))
+    if missing:
+        pytest.skip(f"{_name(folder)} records no {' or '.join(sorted(missing))}")
+    if [c["step"] for c in expected["runs"][0]["calls"]] != [0, 1, 2, 2]:
+        pytest.skip(f"{_name(folder)} cannot make two calls in one model response")
     (report,) = graded_offline(folder, SHARED)
     failing = [(g.name, g.explanation) for g in report.results if not g.passed]
     assert failing == []

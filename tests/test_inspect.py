@@ -149,50 +149,51 @@ def test_inspect_table_shows_runs_calls_and_cuts_long_values(
     assert "x" * 79 + "…" in out and "x" * 81 not in out
 
 
-def write_haystack(rec: Recorder, parent: trace.Span | None = None) -> None:
+def write_acme(rec: Recorder, parent: trace.Span | None = None) -> None:
     """What an unknown framework writes: its own names for everything."""
-    run = rec.start("haystack", "haystack.agent.run", 100, parent,
-                    {"haystack.agent.name": "planner", "haystack.agent.max_steps": 4})
-    rec.span("haystack", "haystack.agent.step.tool", 101, 103, run, {
-        "haystack.tool.name": "weather", "haystack.agent.step.tool.input": '{"city": "Oslo"}',
-        "haystack.agent.step.tool.output": "sunny"})
+    run = rec.start("acme", "acme.agent.run", 100, parent,
+                    {"acme.agent.name": "planner", "acme.agent.max_steps": 4})
+    rec.span("acme", "acme.agent.step.tool", 101, 103, run, {
+        "acme.tool.name": "weather", "acme.agent.step.tool.input": '{"city": "Oslo"}',
+        "acme.agent.step.tool.output": "sunny"})
     end(run, 110)
 
 
 def test_inspect_names_the_scope_and_attributes_of_an_unknown_framework(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rec = Recorder()
-    write_haystack(rec)
-    path = rec.write(tmp_path / "haystack.jsonl")
+    write_acme(rec)
+    path = rec.write(tmp_path / "acme.jsonl")
     code, doc = inspect_json(capsys, str(path))
     assert code == 0, "no run is no failure for a diagnostic"
     assert doc["runs"] == [] and doc["traces"] == 1
     unrecognised = doc["unrecognised"]
     assert (unrecognised["spans"], unrecognised["in_runs"]) == (2, 0)
-    assert unrecognised["scopes"] == {"haystack": 2}
+    assert unrecognised["scopes"] == {"acme": 2}
     candidates = unrecognised["candidate_attributes"]
-    assert candidates["haystack.tool.name"] == {"spans": 1, "sample": "weather",
-                                                "scopes": {"haystack": 1}}
-    assert candidates["haystack.agent.step.tool.input"]["sample"] == '{"city": "Oslo"}'
-    assert "haystack.agent.step.tool.output" in candidates
-    assert candidates["haystack.agent.name"]["spans"] == 1
+    assert candidates["acme.tool.name"] == {"spans": 1, "sample": "weather",
+                                                "scopes": {"acme": 1}}
+    assert candidates["acme.agent.step.tool.input"]["sample"] == '{"city": "Oslo"}'
+    assert "acme.agent.step.tool.output" in candidates
+    assert candidates["acme.agent.name"]["spans"] == 1
     [hint] = unrecognised["hints"]
-    assert "`haystack`" in hint and "`haystack.tool.name`" in hint
+    assert "`acme`" in hint and "`acme.tool.name`" in hint
     assert "not yet supported" in hint
-    assert hint.index("`haystack.tool.name`") < hint.index("`haystack.agent.name`"), \
+    assert hint.index("`acme.tool.name`") < hint.index("`acme.agent.name`"), \
         "the tool name, the key a mapping needs first, comes first"
 
 
 def test_inspect_table_of_an_unknown_framework(tmp_path: Path,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     rec = Recorder()
-    write_haystack(rec)
+    write_acme(rec)
     assert main(["inspect", str(rec.write(tmp_path / "h.jsonl"))]) == 0
     out = capsys.readouterr().out
     assert "0 runs" in out and "spans not used: 2 (0 inside runs, 2 in no run)" in out
-    assert "        haystack  2" in out
-    assert "haystack.tool.name" in out and "weather" in out
-    assert "spans of scope `haystack` (2) carry" in out and "not yet supported" in out
+    assert "        acme  2" in out
+    assert "acme.tool.name" in out and "weather" in out
+    flat = " ".join(out.split())   # the hints are wrapped to the terminal's width
+    assert "spans of scope `acme` (2) carry" in flat and "not yet supported" in flat
 
 
 def test_unknown_tool_spans_inside_a_run_are_counted_as_inside(
@@ -201,14 +202,14 @@ def test_unknown_tool_spans_inside_a_run_are_counted_as_inside(
     rec = Recorder()
     root = rec.start("example.agent", "invoke_agent planner", 99, attrs={
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "planner"})
-    write_haystack(rec, root)
+    write_acme(rec, root)
     end(root, 120)
     code, doc = inspect_json(capsys, str(rec.write(tmp_path / "mixed.jsonl")))
     assert code == 0
     [run] = doc["runs"]
     assert run["agent"] == "planner" and run["calls"] == []
     assert (doc["unrecognised"]["spans"], doc["unrecognised"]["in_runs"]) == (2, 2)
-    assert "haystack.tool.name" in doc["unrecognised"]["candidate_attributes"]
+    assert "acme.tool.name" in doc["unrecognised"]["candidate_attributes"]
 
 
 def test_an_http_only_trace_has_no_run_and_no_candidates(

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import re
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ..model import SpanRecord, ToolCall
 from ..values import as_text
 from .kinds import SYNTHESIZED
 from .openinference import tool_message_call_id
-from .registry import AGENT_NAME_KEYS, TOOL_CONVENTIONS
+from .registry import AGENT_NAME_KEYS, NESTED_AGENT_NAME_KEYS, TOOL_CONVENTIONS
+from .spec import ToolConvention
 
-__all__ = ["agent_name_of", "tool_call_from"]
+__all__ = ["agent_name_of", "tool_call", "tool_call_from", "tool_row"]
 
 
 def tool_call_from(
@@ -34,14 +36,14 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     ``get`` method call when, as here, most keys looked up are absent.
     """
     attrs = record.attributes
-    for conv in TOOL_CONVENTIONS:
-        key = conv.name
-        if key in attrs and (name := attrs[key]) is not None and (
-                conv.when is None or attrs.get(conv.when[0]) == conv.when[1]):
-            break
-    else:
+    conv = tool_row(record)
+    if conv is None:
         return None
-    if SYNTHESIZED in attrs and attrs[SYNTHESIZED] is True:
+    name = record.name if conv.name is None else attrs[conv.name]
+    if conv.name_from is not None:
+        name = conv.name_from(as_text(name))
+    if SYNTHESIZED in attrs and attrs[SYNTHESIZED] is True or (
+            conv.not_tools and name in conv.not_tools):
         return None
     if name.__class__ is not str:
         name = as_text(name)
@@ -68,21 +70,54 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     if call_id is None and has_result:
         call_id = tool_message_call_id(attrs, conv.result)
     server = None
+    if conv.server_sep is not None and conv.server_sep in name:
+        server, name = name.split(conv.server_sep, 1)
     for key in server_keys:
         if key in attrs and (value := attrs[key]):
             server = as_text(value)
             break
     # Values stay raw here; ToolCall decodes them on first use.
-    return ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
+    call = ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
                     record.start_ns, None if pending else record.end_ns, step, pending, error,
                     server)
+    if conv.arguments_from is not None or conv.result_from is not None:
+        call.envelope = conv
+    return call
 
 
-def agent_name_of(record: SpanRecord) -> str | None:
-    """The first agent-name attribute the conventions know, else the span's name."""
+def tool_row(record: SpanRecord) -> ToolConvention | None:
+    """The convention row that reads a tool span: the first whose name, condition and scope
+    fit (None for a span that is no tool call)."""
+    attrs = record.attributes
+    for conv in TOOL_CONVENTIONS:
+        key = conv.name
+        if key is not None and (key not in attrs or attrs[key] is None):
+            continue
+        if (conv.when is None or attrs.get(conv.when[0]) == conv.when[1]) and (
+                conv.scope is None or record.scope.startswith(conv.scope)):
+            return conv
+    return None
+
+
+def agent_name_of(record: SpanRecord, agents: Sequence[SpanRecord] = (),
+                  root_is_agent: bool = True) -> str | None:
+    """A run's agent name: the root's agent-name attribute; when the root is no agent span (a
+    framework's chain or crew), the first agent span below it that is named; else the root's
+    span name without the instance UUIDs some frameworks put there (``Crew_<uuid>.kickoff``),
+    so that one agent keeps one name across runs."""
     attrs = record.attributes
     for key in AGENT_NAME_KEYS:
         value = attrs.get(key)
         if value:
             return as_text(value)
-    return record.name or None
+    if not root_is_agent:
+        for agent in agents:
+            for key in NESTED_AGENT_NAME_KEYS:
+                value = agent.attributes.get(key)
+                if value:
+                    return as_text(value)
+    return _UUID.sub("", record.name) or None
+
+
+_UUID = re.compile(r"[_.:-]?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
+                   re.IGNORECASE)

@@ -16,7 +16,8 @@ CONVENTION = Convention(
     name="gen_ai",
     markers=(KindMarker("gen_ai.operation.name",
                         agents=frozenset({"invoke_agent", "invoke_workflow"}),
-                        models=frozenset({"chat", "text_completion", "generate_content"})),),
+                        models=frozenset({"chat", "text_completion", "generate_content"}),
+                        setups=frozenset({"create_agent", "embeddings"})),),
     tools=(
         # pydantic-ai's older tool_arguments / tool_response too.
         ToolConvention(
@@ -27,7 +28,7 @@ CONVENTION = Convention(
         ),
     ),
     scopes=("pydantic-ai", "pydantic_ai", "strands", "gcp.vertex.agent"),
-    agent_names=("gen_ai.agent.name",),
+    agent_names=("gen_ai.agent.name", "gen_ai.workflow.name"),
 )
 
 

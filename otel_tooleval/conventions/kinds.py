@@ -10,21 +10,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..values import as_text
-from .registry import FRAMEWORK_SCOPES, MARKER_KEYS, MARKERS, TOOL_CONVENTIONS
+from .registry import FRAME_KEYS, FRAMEWORK_SCOPES, MARKERS, TOOL_CONVENTIONS
+from .spec import AGENT, MODEL, TOOL
 
 __all__ = ["AGENT", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framework_span",
            "is_model_span", "span_kind", "tool_name_of"]
 
-TOOL, AGENT, MODEL = 1, 2, 4
 
 #: A span marked ``tool.synthesized = true`` carries a tool name but is no call.
 SYNTHESIZED = "tool.synthesized"
 
-# (marker key, value -> bits); (tool-name key, None or the (key, value) the row needs).
+# (marker key, value -> bits); (key, bits for any value); (tool-name key or None for the span's
+# name, None or the (key, value) the row needs).
 _MARKER_BITS: tuple[tuple[str, dict[str, int]], ...] = tuple(
-    (m.key, {**{v: AGENT for v in m.agents}, **{v: MODEL for v in m.models}}) for m in MARKERS)
-_TOOL_NAMES: tuple[tuple[str, tuple[str, str] | None], ...] = tuple(
-    (t.name, t.when) for t in TOOL_CONVENTIONS)
+    (m.key, {**{v: AGENT for v in m.agents}, **{v: MODEL for v in m.models}})
+    for m in MARKERS if m.agents or m.models)
+_PRESENT: tuple[tuple[str, int], ...] = tuple((m.key, m.present) for m in MARKERS if m.present)
+_SETUPS: dict[str, frozenset[str]] = {m.key: m.setups for m in MARKERS if m.setups}
+_TOOL_NAMES: tuple[tuple[str | None, tuple[str, str] | None], ...] = tuple(dict.fromkeys(
+    (t.name, t.when) for t in TOOL_CONVENTIONS))
 
 
 def span_kind(attrs: Mapping[str, Any]) -> int:
@@ -45,8 +49,12 @@ def span_kind(attrs: Mapping[str, Any]) -> int:
                     continue
                 value = str.__str__(value)
             kind |= bits.get(value, 0)
-    for key, when in _TOOL_NAMES:
-        if get(key) is not None and (when is None or get(when[0]) == when[1]):
+    for key, present in _PRESENT:
+        if key in attrs:
+            kind |= present
+    for name_key, when in _TOOL_NAMES:
+        if (name_key is None or get(name_key) is not None) and (
+                when is None or get(when[0]) == when[1]):
             if get(SYNTHESIZED) is not True:
                 kind |= TOOL
             break
@@ -65,16 +73,22 @@ def is_model_span(attrs: Mapping[str, Any]) -> bool:
 
 def is_framework_span(attrs: Mapping[str, Any], scope: str = "") -> bool:
     """True for a span carrying any convention's kind marker, or made by a known framework."""
-    for key in MARKER_KEYS:
+    for key in FRAME_KEYS:
         if key in attrs:
-            return True
+            setups = _SETUPS.get(key)
+            # An operation that is no run (an agent being created) makes no framework span.
+            return not (setups and as_text(attrs[key]) in setups)
     return bool(scope) and scope.startswith(FRAMEWORK_SCOPES)
 
 
-def tool_name_of(attrs: Mapping[str, Any]) -> str | None:
-    """The tool name of a tool-call span, or None when the span is no tool call."""
+def tool_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str | None:
+    """The tool name of a tool-call span, or None when the span is no tool call.
+
+    ``span_name``: for conventions that name the tool by the span's name (without it, such
+    spans have no name here).
+    """
     for conv in TOOL_CONVENTIONS:
-        name = attrs.get(conv.name)
+        name = attrs.get(conv.name) if conv.name is not None else span_name
         if name is None:
             continue
         if conv.when is not None and attrs.get(conv.when[0]) != conv.when[1]:

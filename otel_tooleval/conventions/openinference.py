@@ -27,6 +27,7 @@ CONVENTION = Convention(
     ),
     scopes=("openinference.instrumentation", "smolagents"),
     agent_names=("agent.name",),
+    agent_node_names=("graph.node.id",),
 )
 
 

@@ -6,17 +6,43 @@ attributes of every convention are checked on every span.
 
 from __future__ import annotations
 
-from . import genai, openinference, traceloop
+from . import (
+    adk,
+    dspy,
+    genai,
+    haystack,
+    langfuse,
+    llamaindex,
+    mlflow,
+    openinference,
+    openllmetry,
+    semantic_kernel,
+    strands,
+    traceloop,
+    vercel_ai,
+)
 from .spec import Convention, ToolConvention
 
-__all__ = ["AGENT_NAME_KEYS", "CONVENTIONS", "FRAMEWORK_SCOPES", "MARKERS", "MARKER_KEYS",
-           "TOOL_CONVENTIONS"]
+__all__ = ["AGENT_NAME_KEYS", "CONVENTIONS", "FRAMEWORK_SCOPES", "FRAME_KEYS", "MARKERS", "MARKER_KEYS",
+           "NESTED_AGENT_NAME_KEYS", "NOT_MODELS", "ROOT_OUTPUTS", "TOOL_CONVENTIONS"]
 
-CONVENTIONS: tuple[Convention, ...] = (genai.CONVENTION, openinference.CONVENTION,
-                                       traceloop.CONVENTION)
+# The frameworks' own rows first: they are restricted to their scope or marked by their own
+# keys, and read the spans the general conventions would read otherwise.
+CONVENTIONS: tuple[Convention, ...] = (
+    adk.CONVENTION, strands.CONVENTION, llamaindex.CONVENTION, dspy.CONVENTION,
+    openllmetry.CONVENTION, semantic_kernel.CONVENTION, haystack.CONVENTION,
+    mlflow.CONVENTION, langfuse.CONVENTION, vercel_ai.CONVENTION,
+    genai.CONVENTION, openinference.CONVENTION, traceloop.CONVENTION,
+)
 
 MARKERS = tuple(marker for c in CONVENTIONS for marker in c.markers)
-MARKER_KEYS: tuple[str, ...] = tuple(m.key for m in MARKERS)
+MARKER_KEYS: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in MARKERS))
+#: Marker keys whose presence makes a framework span.
+FRAME_KEYS: tuple[str, ...] = tuple(dict.fromkeys(m.key for m in MARKERS if m.frames))
 TOOL_CONVENTIONS: tuple[ToolConvention, ...] = tuple(t for c in CONVENTIONS for t in c.tools)
 FRAMEWORK_SCOPES: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.scopes)
 AGENT_NAME_KEYS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.agent_names)
+NESTED_AGENT_NAME_KEYS: tuple[str, ...] = AGENT_NAME_KEYS + tuple(
+    k for c in CONVENTIONS for k in c.agent_node_names)
+NOT_MODELS: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.not_models)
+ROOT_OUTPUTS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.outputs)

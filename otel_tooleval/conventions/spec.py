@@ -7,18 +7,34 @@ lookup tables of the hot path from them, so adding a framework is adding a modul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["Convention", "KindMarker", "ToolConvention"]
+__all__ = ["AGENT", "MODEL", "TOOL", "Convention", "KindMarker", "ToolConvention"]
+
+#: The kind bits of a span (``kinds.span_kind``).
+TOOL, AGENT, MODEL = 1, 2, 4
 
 
 @dataclass(frozen=True, slots=True)
 class KindMarker:
-    """An attribute whose value marks a span as an agent run or a model call."""
+    """An attribute whose value marks a span as an agent run or a model call.
+
+    ``setups``: values of operations that are no run and no framework span (an agent being
+    created, a client set up): a trace made of such a span alone is not graded.
+    ``present``: AGENT or MODEL bits for any value (frameworks that mark a span by carrying
+    a key rather than by a value, e.g. Haystack's ``haystack.agent.step``).
+    ``frames``: whether carrying the key at all makes a framework span (a local root that is
+    one is a run). False for keys every component of a framework carries, agent or not.
+    """
 
     key: str
     agents: frozenset[str] = frozenset()
     models: frozenset[str] = frozenset()
+    setups: frozenset[str] = frozenset()
+    present: int = 0
+    frames: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,16 +42,30 @@ class ToolConvention:
     """Where one convention keeps a tool call's name, arguments, result and id.
 
     ``when`` restricts the row to spans whose attribute equals a value (Traceloop marks tool
-    spans by kind and keeps the name in a generic entity attribute). Keys are tried in order;
-    the first present wins.
+    spans by kind and keeps the name in a generic entity attribute). ``name`` None: the span's
+    own name is the tool's (MLflow, Langfuse), and ``when`` alone marks the span. ``scope``
+    restricts the row to spans of instrumentation scopes starting with it (a framework that
+    writes the GenAI keys with values of its own). Keys are tried in order; the first present
+    wins. ``arguments_from`` / ``result_from`` take the decoded value out of the envelope the
+    framework puts around it. ``name_from`` turns the recorded name into the tool's
+    (``lookup_city.__call__`` -> ``lookup_city``); ``server_sep`` splits a qualified name
+    into the server (plugin) and the tool: ``WeatherPlugin-get_weather`` with ``-``.
+    ``not_tools``: names of spans the row would read that are no call (bookkeeping, or a
+    framework's own end-of-run tool).
     """
 
     convention: str
-    name: str
+    name: str | None
     arguments: tuple[str, ...]
     result: tuple[str, ...]
     call_id: tuple[str, ...] = ()
     when: tuple[str, str] | None = None
+    scope: str | None = None
+    arguments_from: Callable[[Any], Any] | None = None
+    result_from: Callable[[Any], Any] | None = None
+    name_from: Callable[[str], str] | None = None
+    server_sep: str | None = None
+    not_tools: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +75,11 @@ class Convention:
     ``scopes``: instrumentation-scope prefixes whose spans are framework spans even before
     their kind attribute is set (some instrumentations set every attribute at the end).
     ``agent_names``: attributes that hold a run's agent name, in order.
+    ``agent_node_names``: attributes that name an agent span below a run's root (graph node
+    ids), read when the root itself is no agent span.
+    ``not_models``: span-name suffixes of model-marked spans that are no model response (a
+    framework's request preparation). ``outputs``: attributes of a run's root that hold its
+    final answer (after the general ones: ``final_result``, ``output.value`` ...).
     """
 
     name: str
@@ -52,3 +87,6 @@ class Convention:
     tools: tuple[ToolConvention, ...] = ()
     scopes: tuple[str, ...] = ()
     agent_names: tuple[str, ...] = field(default=())
+    agent_node_names: tuple[str, ...] = ()
+    not_models: tuple[str, ...] = ()
+    outputs: tuple[str, ...] = ()

@@ -8,6 +8,7 @@ from ..model import SpanRecord
 from ..values import decode_value
 from .genai import indexed_texts, texts_from_messages
 from .openinference import langchain_text
+from .registry import ROOT_OUTPUTS
 
 __all__ = ["assistant_text_of", "final_output_of"]
 
@@ -51,6 +52,10 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
         texts = texts_from_messages(attrs["gen_ai.output.messages"])
         if texts:
             return texts[-1]
+    for key in ROOT_OUTPUTS:   # the frameworks' own keys
+        if attrs.get(key) is not None:
+            value = decode_value(attrs[key])
+            return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     for record in reversed(model_records):
         text = assistant_text_of(record)
         if text:

@@ -148,7 +148,9 @@ def otlp_records(doc: Mapping[str, Any], report: Callable[[str], None]) -> list[
                 scope_spans = rs.get("instrumentationLibrarySpans") or ()
             for si, ss in enumerate(scope_spans):
                 scope = ss.get("scope") or ss.get("instrumentationLibrary")
-                scope_name = (scope.get("name") or "") if scope else ""
+                scope_name = (scope.get("name") or "") if isinstance(scope, dict) else ""
+                if scope_name.__class__ is not str:
+                    scope_name = ""   # a file may hold anything there; a scope is a name
                 for pi, span in enumerate(ss.get("spans") or ()):
                     try:
                         append(span_record(span, scope_name))

@@ -90,14 +90,23 @@ def replay_spans(spans: Sequence[dict[str, Any]], processor: SpanProcessor) -> N
         events.append((int(s["startTimeUnixNano"]), 0, n, s))
         events.append((int(s["endTimeUnixNano"]), 1, n, s))
     heapq.heapify(events)
-    while events:
-        _, is_end, _, s = heapq.heappop(events)
+    by_id = {(s["traceId"], s["spanId"]): s for s in spans}
+    started: set[tuple[str, str]] = set()
+
+    def start(s: dict[str, Any]) -> None:
+        # A parent recorded in the file starts before its children, whatever the clocks say
+        # (the AI SDK records starts in whole milliseconds, ends in nanoseconds).
+        key = (s["traceId"], s["spanId"])
+        if key in started:
+            return
+        started.add(key)
+        parent = by_id.get((s["traceId"], s.get("parentSpanId") or ""))
+        if parent is not None:
+            start(parent)
+        _start(s)
+
+    def _start(s: dict[str, Any]) -> None:
         span_id = int(s["spanId"], 16)
-        if is_end:
-            span = live.pop(span_id, None)
-            if span is not None:
-                _finish(span, s)
-            continue
         trace_id = int(s["traceId"], 16)
         parent_id = int(s["parentSpanId"], 16) if s.get("parentSpanId") else 0
         if parent_id in live:
@@ -113,6 +122,15 @@ def replay_spans(spans: Sequence[dict[str, Any]], processor: SpanProcessor) -> N
             max(int(s.get("kind", 1)) - 1, 0)), start_time=int(s["startTimeUnixNano"]),
             attributes=_attributes(s.get("attributes", [])))
         live[span_id] = span  # type: ignore[assignment]
+
+    while events:
+        _, is_end, _, s = heapq.heappop(events)
+        if not is_end:
+            start(s)
+            continue
+        span = live.pop(int(s["spanId"], 16), None)
+        if span is not None:
+            _finish(span, s)
     provider.shutdown()
 
 

@@ -1,0 +1,72 @@
+"""The envelopes frameworks put around a tool's arguments and results, taken off.
+
+Each function receives the decoded value (``values.decode_value``) and returns what is inside
+the envelope it knows, or the value as it was when the value is not in that envelope, so that
+a tool that really returns such a shape is never cut.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..values import decode_value
+
+__all__ = ["content_blocks", "langchain_callback_inputs", "langchain_tool_message",
+           "llamaindex_tool_output", "only_kwargs", "only_result"]
+
+
+def only_kwargs(value: Any) -> Any:
+    """``{"kwargs": {...}}`` alone (LlamaIndex, DSPy through OpenInference): the kwargs."""
+    if value.__class__ is dict and len(value) == 1 and isinstance(value.get("kwargs"), dict):
+        return value["kwargs"]
+    return value
+
+
+def only_result(value: Any) -> Any:
+    """``{"result": x}`` alone (Google ADK wraps every non-dict return value): x."""
+    if value.__class__ is dict and len(value) == 1 and "result" in value:
+        return value["result"]
+    return value
+
+
+def llamaindex_tool_output(value: Any) -> Any:
+    """A serialised LlamaIndex ``ToolOutput``: its ``raw_output``, the tool's return value."""
+    if value.__class__ is dict and "raw_output" in value and "tool_name" in value:
+        return value["raw_output"]
+    return value
+
+
+def langchain_callback_inputs(value: Any) -> Any:
+    """OpenLLMetry's LangChain callback envelope (``input_str``, ``inputs``, ``tags`` ...):
+    the tool's ``inputs``, else its ``input_str`` (a Python repr) decoded."""
+    if value.__class__ is dict and "input_str" in value:
+        inputs = value.get("inputs")
+        if isinstance(inputs, dict) and inputs:
+            return inputs
+        return decode_value(value["input_str"])
+    return value
+
+
+def langchain_tool_message(value: Any) -> Any:
+    """A serialised LangChain ``ToolMessage`` (``{"output": {"lc": 1, ..., "kwargs":
+    {"content": ...}}}``, OpenLLMetry): its content, decoded."""
+    if value.__class__ is dict and "output" in value:
+        output = value["output"]
+        if isinstance(output, dict) and output.get("lc") and isinstance(output.get("kwargs"),
+                                                                          dict):
+            content = output["kwargs"].get("content")
+            return decode_value(content) if isinstance(content, str) else content
+        if isinstance(output, str):
+            return decode_value(output)
+    return value
+
+
+def content_blocks(value: Any) -> Any:
+    """Content blocks ``[{"text": "..."}]`` (Strands; MCP's ``CallToolResult`` content with
+    ``type: text``): the text, its JSON decoded; several text blocks joined."""
+    blocks = value.get("content") if value.__class__ is dict and "isError" in value else value
+    if isinstance(blocks, list) and blocks and all(
+            isinstance(b, dict) and isinstance(b.get("text"), str)
+            and set(b) <= {"text", "type"} for b in blocks):
+        return decode_value("".join(b["text"] for b in blocks))
+    return value
