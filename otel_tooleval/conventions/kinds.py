@@ -6,7 +6,7 @@ of dictionary lookups over tables built once from the conventions, and parses no
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..values import as_text
@@ -20,45 +20,75 @@ __all__ = ["AGENT", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framewo
 #: A span marked ``tool.synthesized = true`` carries a tool name but is no call.
 SYNTHESIZED = "tool.synthesized"
 
-# (marker key, value -> bits); (key, bits for any value); (tool-name key or None for the span's
-# name, None or the (key, value) the row needs).
-_MARKER_BITS: tuple[tuple[str, dict[str, int]], ...] = tuple(
-    (m.key, {**{v: AGENT for v in m.agents}, **{v: MODEL for v in m.models}})
-    for m in MARKERS if m.agents or m.models)
-_PRESENT: tuple[tuple[str, int], ...] = tuple((m.key, m.present) for m in MARKERS if m.present)
 _SETUPS: dict[str, frozenset[str]] = {m.key: m.setups for m in MARKERS if m.setups}
-_TOOL_NAMES: tuple[tuple[str | None, tuple[str, str] | None], ...] = tuple(dict.fromkeys(
-    (t.name, t.when) for t in TOOL_CONVENTIONS))
 
 
-def span_kind(attrs: Mapping[str, Any]) -> int:
-    """TOOL, AGENT and MODEL bits of a span, in a handful of dict lookups (the hot path).
+def _text(value: Any) -> str | None:
+    """A non-``str`` marker value: a str subclass's characters, anything else nothing."""
+    return str.__str__(value) if isinstance(value, str) else None
 
-    Equivalent to ``tool_name_of`` / ``is_agent_span`` / ``is_model_span`` together. A marker
-    value that is a ``str`` subclass (an application's str enum, kept as is by the SDK) counts
-    by its characters, as its OTLP export would; any other non-string marks nothing (a file may
-    hold anything there: an OTLP kvlist is a dict, which cannot even be looked up).
+
+def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
+    """``span_kind`` written out from the conventions' tables: one ``get`` per marker key and
+    tool-name key, no loop (a loop over the tables costs twice as much per span).
+
+    Marker values map to bits, including a row that marks tool spans by a value of a marker
+    key (``mlflow.spanType = "TOOL"``); then presence markers; then the tool-name rows.
     """
-    kind = 0
-    get = attrs.get
-    for key, bits in _MARKER_BITS:
-        value = get(key)
-        if value is not None:
-            if value.__class__ is not str:
-                if not isinstance(value, str):
-                    continue
-                value = str.__str__(value)
-            kind |= bits.get(value, 0)
-    for key, present in _PRESENT:
-        if key in attrs:
-            kind |= present
-    for name_key, when in _TOOL_NAMES:
-        if (name_key is None or get(name_key) is not None) and (
-                when is None or get(when[0]) == when[1]):
-            if get(SYNTHESIZED) is not True:
-                kind |= TOOL
-            break
-    return kind
+    bits: dict[str, dict[str, int]] = {}
+    for m in MARKERS:
+        table = bits.setdefault(m.key, {})
+        for value in m.agents:
+            table[value] = table.get(value, 0) | AGENT
+        for value in m.models:
+            table[value] = table.get(value, 0) | MODEL
+    named: list[tuple[str, tuple[str, str] | None]] = []
+    for row in TOOL_CONVENTIONS:
+        if row.name is None and row.when is not None:
+            table = bits.setdefault(row.when[0], {})
+            table[row.when[1]] = table.get(row.when[1], 0) | TOOL
+        elif row.name is not None and (row.name, row.when) not in named:
+            named.append((row.name, row.when))
+    env: dict[str, Any] = {"_text": _text}
+    lines = ["def span_kind(attrs):", "    get = attrs.get", "    kind = 0"]
+    for i, (key, table) in enumerate((k, t) for k, t in bits.items() if t):
+        env[f"K{i}"], env[f"B{i}"] = key, table
+        lines += [f"    v = get(K{i})", "    if v is not None:",
+                  "        if v.__class__ is not str:", "            v = _text(v)",
+                  f"        kind |= B{i}.get(v, 0)"]
+    for i, m in enumerate(m for m in MARKERS if m.present):
+        env[f"P{i}"] = m.key
+        lines += [f"    if P{i} in attrs:", f"        kind |= {m.present}"]
+    tests = []
+    for i, (key, when) in enumerate(named):
+        env[f"T{i}"] = key
+        test = f"get(T{i}) is not None"
+        if when is not None:
+            env[f"W{i}"], env[f"V{i}"] = when
+            test = f"({test} and get(W{i}) == V{i})"
+        tests.append(test)
+    if tests:
+        lines += [f"    if not kind & {TOOL} and ({' or '.join(tests)}):",
+                  f"        kind |= {TOOL}"]
+    env["SYN"] = SYNTHESIZED
+    lines += [f"    if kind & {TOOL} and get(SYN) is True:", f"        kind ^= {TOOL}",
+              "    return kind"]
+    exec("\n".join(lines), env)   # noqa: S102 - our own tables, made once at import
+    fn: Callable[[Mapping[str, Any]], int] = env["span_kind"]
+    fn.__doc__ = _SPAN_KIND_DOC
+    fn.__module__ = __name__
+    return fn
+
+
+_SPAN_KIND_DOC = """TOOL, AGENT and MODEL bits of a span, in a handful of dict lookups (the hot path).
+
+Equivalent to ``tool_name_of`` / ``is_agent_span`` / ``is_model_span`` together. A marker
+value that is a ``str`` subclass (an application's str enum, kept as is by the SDK) counts by
+its characters, as its OTLP export would; any other non-string marks nothing (a file may hold
+anything there: an OTLP kvlist is a dict, which cannot even be looked up).
+"""
+
+span_kind = _compile_span_kind()
 
 
 def is_agent_span(attrs: Mapping[str, Any]) -> bool:
