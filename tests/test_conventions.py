@@ -507,3 +507,15 @@ def test_bookkeeping_tools_are_no_calls() -> None:
     finish = SpanRecord(1, 3, 1, "finish.__call__", 30, 40, {"openinference.span.kind": "TOOL"},
                         scope="openinference.instrumentation.dspy")
     assert build_run(root, [merged, finish], RunPolicy()).calls == ()
+
+
+def test_final_output_inside_a_frameworks_result_object() -> None:
+    # CrewAI's CrewOutput and DSPy's ReAct prediction, as OpenInference records them.
+    crew = SpanRecord(1, 1, 0, "Crew.kickoff", 0, 9, {"output.value": json.dumps(
+        {"raw": "done", "pydantic": None, "json_dict": None, "tasks_output": []})})
+    react = SpanRecord(1, 1, 0, "ReAct.forward", 0, 9, {"output.value": json.dumps(
+        {"trajectory": {}, "reasoning": "r", "answer": "42"})})
+    other = SpanRecord(1, 1, 0, "x", 0, 9, {"output.value": json.dumps({"raw": "kept whole"})})
+    assert build_run(crew, [], RunPolicy()).final_output == "done"
+    assert build_run(react, [], RunPolicy()).final_output == "42"
+    assert build_run(other, [], RunPolicy()).final_output == '{"raw": "kept whole"}'

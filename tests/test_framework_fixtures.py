@@ -49,11 +49,9 @@ GAPS: dict[str, dict[str, str]] = {
         "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
     },
     "final_output": {
-        "crewai": "the crew's output is a JSON document whose 'raw' holds the answer",
         "llamaindex": "the run's output is a StopEvent repr",
         "haystack": "the answer is in haystack.agent.output below the run root",
         "adk_legacy": "the answer is only in the last call_llm's llm_response",
-        "dspy": "the module's output is a JSON document whose 'answer' holds the answer",
         "strands": "the answer is in the root's gen_ai.choice event",
         "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",
         "logfire": "no run is found",

@@ -11,8 +11,9 @@ from typing import Any
 
 from ..values import decode_value
 
-__all__ = ["content_blocks", "langchain_callback_inputs", "langchain_tool_message",
-           "llamaindex_tool_output", "only_kwargs", "only_result"]
+__all__ = ["ANSWERS", "content_blocks", "crew_output", "dspy_prediction",
+           "langchain_callback_inputs", "langchain_tool_message", "llamaindex_tool_output",
+           "only_kwargs", "only_result"]
 
 
 def only_kwargs(value: Any) -> Any:
@@ -70,3 +71,21 @@ def content_blocks(value: Any) -> Any:
             and set(b) <= {"text", "type"} for b in blocks):
         return decode_value("".join(b["text"] for b in blocks))
     return value
+
+
+def crew_output(value: Any) -> str | None:
+    """A serialised CrewAI ``CrewOutput`` (``raw``, ``tasks_output`` ...): its ``raw`` answer."""
+    if value.__class__ is dict and isinstance(value.get("raw"), str) and "tasks_output" in value:
+        return str(value["raw"])
+    return None
+
+
+def dspy_prediction(value: Any) -> str | None:
+    """A DSPy ``ReAct`` prediction (``trajectory``, ``reasoning``, ``answer``): the answer."""
+    if value.__class__ is dict and isinstance(value.get("answer"), str) and "trajectory" in value:
+        return str(value["answer"])
+    return None
+
+
+#: The run outputs that are a framework's result object, and how to take its answer out.
+ANSWERS = (crew_output, dspy_prediction)

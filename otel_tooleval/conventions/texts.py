@@ -6,6 +6,7 @@ import json
 
 from ..model import SpanRecord
 from ..values import decode_value
+from .envelopes import ANSWERS
 from .genai import indexed_texts, texts_from_messages
 from .openinference import langchain_text
 from .registry import ROOT_OUTPUTS
@@ -47,6 +48,11 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
             text = langchain_text(raw)
             if text is not None:
                 return text
+            decoded = decode_value(raw)
+            for answer in ANSWERS:
+                text = answer(decoded)
+                if text is not None:
+                    return text
             return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     if attrs.get("gen_ai.output.messages") is not None:
         texts = texts_from_messages(attrs["gen_ai.output.messages"])
