@@ -50,7 +50,6 @@ GAPS: dict[str, dict[str, str]] = {
     },
     "final_output": {
         "llamaindex": "the run's output is a StopEvent repr",
-        "haystack": "the answer is in haystack.agent.output below the run root",
         "adk_legacy": "the answer is only in the last call_llm's llm_response",
         "strands": "the answer is in the root's gen_ai.choice event",
         "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",

@@ -12,7 +12,7 @@ from typing import Any
 from ..values import decode_value
 
 __all__ = ["ANSWERS", "content_blocks", "crew_output", "dspy_prediction",
-           "langchain_callback_inputs", "langchain_tool_message", "llamaindex_tool_output",
+           "haystack_agent_result", "langchain_callback_inputs", "langchain_tool_message", "llamaindex_tool_output",
            "only_kwargs", "only_result"]
 
 
@@ -87,5 +87,16 @@ def dspy_prediction(value: Any) -> str | None:
     return None
 
 
+def haystack_agent_result(value: Any) -> str | None:
+    """A Haystack agent's result (``messages``, ``last_message`` ...): the last message's text."""
+    last = value.get("last_message") if value.__class__ is dict and "messages" in value else None
+    if isinstance(last, dict) and isinstance(last.get("content"), list):
+        texts = [b["text"] for b in last["content"] if isinstance(b, dict)
+                 and isinstance(b.get("text"), str)]
+        if texts:
+            return "".join(texts)
+    return None
+
+
 #: The run outputs that are a framework's result object, and how to take its answer out.
-ANSWERS = (crew_output, dspy_prediction)
+ANSWERS = (crew_output, dspy_prediction, haystack_agent_result)

@@ -19,4 +19,5 @@ CONVENTION = Convention(
         "haystack", "haystack.tool.name", ("haystack.agent.step.tool.input",),
         ("haystack.agent.step.tool.output",)),),
     agent_names=("haystack.component.name",),
+    outputs=("haystack.component.output",),
 )

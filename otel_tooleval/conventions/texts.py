@@ -61,6 +61,10 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
     for key in ROOT_OUTPUTS:   # the frameworks' own keys
         if attrs.get(key) is not None:
             value = decode_value(attrs[key])
+            for answer in ANSWERS:
+                text = answer(value)
+                if text is not None:
+                    return text
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     for record in reversed(model_records):
         text = assistant_text_of(record)
