@@ -250,21 +250,29 @@ class TraceBuffers:
             state.roots_seen += 1
 
     def _end_untracked(self, state: TraceState | None, trace_id: int,
-                       attrs: Mapping[str, Any]) -> None:
+                       attrs: Mapping[str, Any], span: Any = None) -> None:
         """A span that ends untracked: counted when it is a tool call of a finished trace."""
         if (state.closed if state is not None else trace_id in self._tombstones) and (
-                span_kind(attrs) & TOOL):
+                self._kind(attrs, span) & TOOL):
             self._late_span()
+
+    def _kind(self, attrs: Mapping[str, Any], span: Any) -> int:
+        """A span's kind under the config's ``conventions:`` mapping, if any."""
+        if self.policy.conventions is None or span is None:
+            return span_kind(attrs)
+        return self.policy.kind(attrs, span.name, _scope(span))
 
     def _late_span(self) -> None:
         self.counts["late_spans"] += 1
         self._drop("late_span")
 
     def _named_kind(self, attrs: Mapping[str, Any], span: Any, kind: int) -> int:
-        """The kind of a span under named agents (``agent_span_names`` or ``root_pattern``)."""
-        if self.policy.root_pattern is not None:
+        """The kind of a span under named agents (``agent_span_names`` or ``root_pattern``);
+        ``kind`` is the conventions' and the config's mapping's."""
+        policy = self.policy
+        if policy.root_pattern is not None:
             kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
-        if self.policy.is_agent(attrs, span.name):
+        if not kind & AGENT and policy.named_agent(attrs, span.name):
             kind |= AGENT
         return kind
 
@@ -303,7 +311,7 @@ class TraceBuffers:
             if ancestor is None:
                 break       # the chain leaves what we saw start: treat it as the top
             attrs = attributes_of(ancestor)
-            if policy.is_agent(attrs, ancestor.name):
+            if policy.is_agent(attrs, ancestor.name, _scope(ancestor)):
                 return self._nested(state, span)
             if policy.root == "auto" and is_framework_span(attrs, _scope(ancestor)):
                 outer_framework = pid
@@ -394,7 +402,7 @@ class TraceBuffers:
 
         tools = collect(list(state.tools))
         for span in list(state.open.copy().values()):
-            if span_kind(attributes_of(span)) & TOOL:
+            if self._kind(attributes_of(span), span) & TOOL:
                 record = record_from_span(span)
                 if whole_trace or below(record.parent_id):
                     tools.append(record)

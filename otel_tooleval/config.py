@@ -39,6 +39,7 @@ from .graders.registry import (
     family_by_keys,
     problems_from_validation,
 )
+from .mappings import ConventionEntry, compile_conventions
 from .trajectory import RunPolicy
 
 __all__ = [
@@ -178,6 +179,7 @@ class _TopLevel(BaseModel):
     limits: LimitsConfig = Field(default_factory=LimitsConfig)
     emit: EmitConfig = Field(default_factory=EmitConfig)
     grading: GradingConfig = Field(default_factory=GradingConfig)
+    conventions: list[ConventionEntry] = Field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,7 +301,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(problems_from_validation(exc, model=_TopLevel))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig(),
-                                        grading=GradingConfig())
+                                        grading=GradingConfig(), conventions=[])
         if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
@@ -332,6 +334,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         ignore_tools=_compile_all(runs.ignore_tools),
         server_attributes=tuple(runs.server_attributes),
         max_calls_per_run=top.limits.max_calls_per_run,
+        conventions=compile_conventions(top.conventions),
     )
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
                           top.grading, data)

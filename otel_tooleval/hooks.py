@@ -8,7 +8,8 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   shadow its methods: one Python frame per hook, no attribute lookups on the processor.
 - ``TraceBuffers``' hot path is inline; it is called into only for what is rare (a new trace
   or local root, a run decision, a drop, a late span).
-- They read the SDK span's fields (``_context``, ``_parent``, ``_attributes._dict``,
+- They read the SDK span's fields (``_context``, ``_parent``, ``_attributes._dict``, ``_name``,
+  ``_instrumentation_scope`` (with a ``conventions:`` mapping),
   ``_end_time``) directly: the one place outside ``_compat`` that touches SDK internals,
   because a specialised attribute load costs half of even a C-level ``attrgetter``. A span of
   another class raises AttributeError, which the hook contains: it is forwarded, untracked.
@@ -57,6 +58,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     traces_get = buffers._traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
     named = buffers._named_agents
+    # The config's ``conventions:`` mapping, if any: classified here, before named agents.
+    mapped = (buffers.policy.conventions.classifier()
+              if buffers.policy.conventions is not None else None)
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
 
@@ -95,9 +99,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             # A closed trace keeps its open spans: still open when the grading thread takes
             # the run, they are its pending calls, as they were when the root ended.
             if state is None or state.closed or state.open.pop(sid, None) is None:
-                buffers._end_untracked(state, ctx[0], attrs)
+                buffers._end_untracked(state, ctx[0], attrs, span)
             else:
                 kind = span_kind(attrs)
+                if mapped is not None:
+                    kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
                 if named:
                     kind = buffers._named_kind(attrs, span, kind)
                 if kind or named:

@@ -25,10 +25,12 @@ from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .conventions.calls import tool_row
 from .files import InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
+from .suggestion import SpanShapes, suggest_conventions
 from .trajectory import build_run, find_runs
 
 __all__ = ["CANDIDATE_PATTERNS", "InspectedRun", "Inspection", "KeyCensus", "Unrecognised",
-           "convention_of", "default_config", "hints", "inspect_files", "session_of"]
+           "convention_of", "default_config", "hints", "inspect_files", "session_of",
+           "suggested_conventions"]
 
 #: Attribute keys (matched case-insensitively) that look like a tool, agent or model marker.
 CANDIDATE_PATTERNS: tuple[str, ...] = (
@@ -56,9 +58,12 @@ def default_config() -> ToolEvalConfig:
     return config_from_mapping({}, allow_no_graders=True)
 
 
-def convention_of(record: SpanRecord) -> str | None:
+def convention_of(record: SpanRecord, config: ToolEvalConfig | None = None) -> str | None:
     """The ``ToolConvention.convention`` of the row that reads a span as a tool call (as
-    grading picks it); None for none."""
+    grading picks it: the config's mapping first, ``conventions[i]``); None for none."""
+    mapped = config.policy.conventions if config is not None else None
+    if mapped is not None and (entry := mapped.matches(record)) is not None:
+        return None if entry.tool is None else entry.tool.convention
     row = tool_row(record)
     return None if row is None else row.convention
 
@@ -104,12 +109,17 @@ class Unrecognised:
     scopes: Counter[str] = field(default_factory=Counter)
     keys: dict[str, KeyCensus] = field(default_factory=dict)
     more_keys: int = 0
+    #: Keys of the spans no convention marked, by scope and name: what a mapping is
+    #: suggested from (``suggested_conventions``).
+    shapes: SpanShapes = field(default_factory=SpanShapes)
 
     def add(self, record: SpanRecord, *, in_run: bool) -> None:
         self.spans += 1
         self.in_runs += in_run
         scope = record.scope or "(no scope)"
         self.scopes[scope] += 1
+        if not span_kind(record.attributes):
+            self.shapes.add(record.scope, record.name, record.attributes)
         for key, value in record.attributes.items():
             if not _CANDIDATE.fullmatch(key) or _NOT_CANDIDATE.fullmatch(key):
                 continue
@@ -165,7 +175,7 @@ def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: In
     for root, members in found:
         run = build_run(root, members, policy)
         by_id = {m.span_id: m for m in members}
-        conventions = tuple(convention_of(by_id[c.span_id]) if c.span_id in by_id
+        conventions = tuple(convention_of(by_id[c.span_id], config) if c.span_id in by_id
                             else None for c in run.calls)
         out.runs.append(InspectedRun(run, conventions, session_of(root.attributes),
                                      excluded=agents is not None and run.agent not in agents))
@@ -173,7 +183,7 @@ def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: In
         used.update(c.span_id for c in run.calls)
         for member in members:
             in_run.add(member.span_id)
-            if span_kind(member.attributes):
+            if policy.record_kind(member):
                 used.add(member.span_id)   # model calls, nested agents, ignored tools
     out.traces_without_runs += not found
     seen: set[int] = set()
@@ -231,12 +241,18 @@ def _priority(key: str) -> tuple[int, str]:
     return rank, key
 
 
+def suggested_conventions(unrecognised: Unrecognised) -> list[dict[str, Any]]:
+    """A ``conventions:`` mapping for the spans not used (``suggestion``); empty for none."""
+    return suggest_conventions(unrecognised.shapes)
+
+
 def hints(unrecognised: Unrecognised) -> list[str]:
     """What the candidate keys of the spans not used suggest, one sentence each.
 
-    Keys no convention reads are grouped by scope; there is no config to map them yet.
+    Keys no convention reads are grouped by scope; a ``conventions:`` mapping reads them.
     """
     out: list[str] = []
+    suggested = {entry.get("scope", "") for entry in suggested_conventions(unrecognised)}
     unknown_by_scope: dict[str, list[str]] = {}
     for key, entry in sorted(unrecognised.keys.items(), key=lambda kv: (-kv[1].spans, kv[0])):
         if key not in READ_KEYS:
@@ -258,10 +274,11 @@ def hints(unrecognised: Unrecognised) -> list[str]:
             continue
         shown = ", ".join(f"`{k}`" for k in keys[:6]) + (
             f" and {len(keys) - 6} more" if len(keys) > 6 else "")
-        out.append(f"spans of scope `{scope}` ({count}) carry {shown}: nothing in otel-tooleval "
-                   "reads these keys. A `conventions:` mapping in the config would (not yet "
-                   "supported: the planned way to map another framework's keys); until then "
-                   "only the conventions of docs/conventions.md are read.")
+        out.append(f"spans of scope `{scope}` ({count}) carry {shown}: no built-in convention "
+                   "reads these keys (docs/conventions.md). A `conventions:` mapping in the "
+                   "config maps them (docs/config.md)" + (
+                       ": see the suggested mapping, to review." if scope in suggested
+                       else "."))
     if unrecognised.more_keys:
         out.append(f"{unrecognised.more_keys} more candidate attribute value(s), of keys past "
                    f"the first {MAX_KEYS} distinct ones, were seen but not tracked.")

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from .config import EmitConfig, GradingConfig, LimitsConfig, RunsConfig
 from .graders.registry import GraderFamily, families
+from .mappings import ConventionEntry
 
 __all__ = ["config_schema", "entry_schema"]
 
@@ -61,6 +64,11 @@ def config_schema() -> dict[str, Any]:
     for key, model in (("runs", RunsConfig), ("limits", LimitsConfig), ("emit", EmitConfig),
                        ("grading", GradingConfig)):
         sections[key] = _prefixed(model.model_json_schema(), f"{key}.", defs)
+    sections["conventions"] = _prefixed(
+        TypeAdapter(list[ConventionEntry]).json_schema(), "conventions.", defs)
+    sections["conventions"]["description"] = (
+        "your own mappings of spans no built-in convention reads: which are runs, model "
+        "calls and tool calls, and where a call's name, arguments and result are")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "otel-tooleval configuration",

@@ -46,7 +46,7 @@ from typing import Any, Generic, TypeVar
 from ._compat import detach, suppress_instrumentation
 from ._version import __version__
 from .config import ToolEvalConfig
-from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
+from .conventions import AGENT, MODEL, TOOL, is_framework_span
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
 from .model import RunReport, SpanRecord
@@ -100,7 +100,8 @@ class TailBuffers(Generic[H]):
             raise ValueError("decision_wait must not be negative")
         self.policy = config.policy
         self.limits = config.limits
-        self._by_name = bool(self.policy.agent_span_names) or self.policy.root_pattern is not None
+        self._by_name = (bool(self.policy.agent_span_names) or self.policy.root_pattern is not None
+                         or self.policy.conventions is not None)
         self.decision_wait = decision_wait
         self.max_spans = max_spans
         self.max_bytes = max_bytes
@@ -129,7 +130,7 @@ class TailBuffers(Generic[H]):
 
     def _agent(self, record: SpanRecord, kind: int) -> bool:
         if self._by_name:   # agent span names or a root pattern in the config
-            return self.policy.is_agent(record.attributes, record.name)
+            return self.policy.is_agent(record.attributes, record.name, record.scope)
         return bool(kind & AGENT)
 
     def _is_root(self, record: SpanRecord, kind: int, trace: _Trace[H]) -> bool:
@@ -157,6 +158,7 @@ class TailBuffers(Generic[H]):
         forward: list[H] = []
         evicted: list[Decision[H]] = []
         max_spans = self.limits.max_spans_per_trace
+        policy_kind = self.policy.record_kind
         with self._lock:
             traces = self._traces
             for record, item, size in items:
@@ -176,7 +178,7 @@ class TailBuffers(Generic[H]):
                 else:
                     traces.move_to_end(trace_id)
                 trace.touched = now
-                kind = span_kind(record.attributes)
+                kind = policy_kind(record)
                 root = self._is_root(record, kind, trace)
                 if len(trace.records) >= max_spans:
                     self._drop("max_spans_per_trace")

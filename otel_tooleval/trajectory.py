@@ -28,6 +28,7 @@ from .conventions import (
 )
 from .conventions.calls import tool_call
 from .conventions.registry import NOT_MODELS
+from .conventions.user import UserConventions
 from .model import AgentRun, SpanRecord, ToolCall
 
 __all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
@@ -41,6 +42,8 @@ class RunPolicy:
 
     ``root`` is ``auto``, ``local_root``, ``agent`` or ``pattern``; with ``pattern``,
     ``root_pattern`` is matched (search) against a span's name and its agent name.
+    ``conventions``: the config's own mappings (``conventions:``), tried before the built-in
+    conventions; None without any (then ``kind`` is the conventions' ``span_kind``).
     """
 
     root: str = "auto"
@@ -51,21 +54,45 @@ class RunPolicy:
     server_attributes: tuple[str, ...] = ("mcp.server.name", "gen_ai.tool.server.name",
                                           "server.address")
     max_calls_per_run: int = 10_000
+    conventions: UserConventions | None = None
 
-    def is_agent(self, attrs: Mapping[str, Any], name: str) -> bool:
-        """Agent-marked by a convention, or by name / agent name through the config."""
+    def kind(self, attrs: Mapping[str, Any], name: str, scope: str) -> int:
+        """TOOL, AGENT and MODEL bits of a span: the config's mapping's, else the conventions'."""
+        if self.conventions is None:
+            return span_kind(attrs)
+        return self.conventions.kind(attrs, name, scope, span_kind(attrs))
+
+    def record_kind(self, record: SpanRecord) -> int:
+        return self.kind(record.attributes, record.name, record.scope)
+
+    def is_agent(self, attrs: Mapping[str, Any], name: str, scope: str = "") -> bool:
+        """Agent-marked by a convention or the config's mapping, or by name / agent name
+        through the config."""
         if self.root_pattern is not None:
             return _matches_name(self.root_pattern, attrs, name)
-        if is_agent_span(attrs):
+        if (is_agent_span(attrs) if self.conventions is None
+                else self.kind(attrs, name, scope) & AGENT):
             return True
+        return self.named_agent(attrs, name)
+
+    def named_agent(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """Named an agent by the config: ``root_pattern`` if set, else ``agent_span_names``."""
+        if self.root_pattern is not None:
+            return _matches_name(self.root_pattern, attrs, name)
         return any(_matches_name(p, attrs, name) for p in self.agent_span_names)
+
+    def tool_name(self, record: SpanRecord) -> str | None:
+        """The tool name of a tool span (None: no tool call), the config's mapping first."""
+        if self.conventions is not None and self.conventions.matches(record) is not None:
+            return self.conventions.tool_name(record)
+        return tool_name_of(record.attributes, record.name)
 
     def local_root_is_run(self, attrs: Mapping[str, Any], name: str, scope: str, *,
                           had_agent_runs: bool, has_tool_calls: bool) -> bool:
         """Decide, when a local root ends, whether it is itself a run root."""
         if self.root == "local_root":
             return True
-        agent = self.is_agent(attrs, name)
+        agent = self.is_agent(attrs, name, scope)
         if self.root != "auto":
             return agent
         if agent or is_framework_span(attrs, scope):
@@ -116,7 +143,7 @@ def build_run(
     for record in members:
         if record.span_id == root.span_id:
             continue
-        kind = span_kind(record.attributes)
+        kind = policy.record_kind(record)
         if kind & TOOL:
             tools.append(record)
         elif kind & (MODEL | AGENT):
@@ -142,9 +169,9 @@ def run_from(
     response is one step. A tool span still open, or ended after the root ended, is a pending
     call.
     """
-    models, agents = _responses(models, root.span_id)
+    models, agents = _responses(models, root.span_id, policy)
     if policy.ignore_tools:
-        tools = [t for t in tools if not policy.ignores(tool_name_of(t.attributes, t.name) or "")]
+        tools = [t for t in tools if not policy.ignores(policy.tool_name(t) or "")]
     _sort_records(tools)
     _sort_records(models)
     if len(tools) > policy.max_calls_per_run:
@@ -153,13 +180,20 @@ def run_from(
     model_starts = [m.start_ns for m in models]
     root_end = root.end_ns
     server_keys = tuple(policy.server_attributes)
+    mapped = policy.conventions
     calls: list[ToolCall] = []
     pending = 0
     for record in tools:
         end = record.end_ns
         is_pending = end is None or (root_end is not None and end > root_end)
         step = bisect_left(model_starts, record.start_ns)   # the turn: models started before
-        call = tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys)
+        row = None
+        if mapped is not None and (entry := mapped.matches(record)) is not None:
+            if entry.tool is None:
+                continue   # mapped as no tool: a built-in row must not read it
+            row = entry.tool
+        call = tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys,
+                         row)
         if call is None:
             continue
         if call.server is None and call.name.startswith("mcp__"):
@@ -171,7 +205,8 @@ def run_from(
     return AgentRun(
         trace_id=root.trace_id,
         root_span_id=root.span_id,
-        agent=agent_name_of(root, agents, policy.is_agent(root.attributes, root.name)),
+        agent=(mapped.agent_name(root) if mapped is not None else None) or agent_name_of(
+            root, agents, policy.is_agent(root.attributes, root.name, root.scope)),
         calls=tuple(calls),
         root_name=root.name,
         start_ns=root.start_ns,
@@ -185,7 +220,7 @@ def run_from(
     )
 
 
-def _responses(records: list[SpanRecord], root_id: int
+def _responses(records: list[SpanRecord], root_id: int, policy: RunPolicy
                ) -> tuple[list[SpanRecord], list[SpanRecord]]:
     """(model responses, agent spans) of a run's kept model and agent spans."""
     models: list[SpanRecord] = []
@@ -193,7 +228,7 @@ def _responses(records: list[SpanRecord], root_id: int
     for record in records:
         if record.span_id == root_id:
             continue
-        if span_kind(record.attributes) & MODEL:
+        if policy.record_kind(record) & MODEL:
             if not (NOT_MODELS and record.name.endswith(NOT_MODELS)):
                 models.append(record)
         else:
@@ -297,7 +332,7 @@ def _run_roots(local: SpanRecord, tree: list[SpanRecord],
     span, or the outermost framework span that has an agent span below it.
     """
     def is_agent(node: SpanRecord) -> bool:
-        return policy.is_agent(node.attributes, node.name)
+        return policy.is_agent(node.attributes, node.name, node.scope)
 
     def framework(node: SpanRecord) -> bool:
         return policy.root == "auto" and is_framework_span(node.attributes, node.scope)
@@ -334,8 +369,7 @@ def _run_roots(local: SpanRecord, tree: list[SpanRecord],
         return [local, *separate]
     if outer:
         return outer + separate
-    has_tools = any(tool_name_of(s.attributes, s.name) is not None
-                    for s in tree if s is not local)
+    has_tools = any(policy.tool_name(s) is not None for s in tree if s is not local)
     if policy.local_root_is_run(local.attributes, local.name, local.scope,
                                 had_agent_runs=False, has_tool_calls=has_tools):
         return [local]

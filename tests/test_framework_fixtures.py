@@ -38,7 +38,8 @@ FOLDERS = sorted(p.parent for p in ROOT.glob("**/expected.json") if ".venv" not 
 GAPS: dict[str, dict[str, str]] = {
     "agent": {
         "llamaindex": "the agent's name is only inside repr strings of CHAIN spans' input.value",
-        "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
+        "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
+                   "(tests/test_user_conventions.py)",
     },
     "calls": {
         "strands": "its default telemetry keeps arguments and results in span events "
@@ -46,14 +47,16 @@ GAPS: dict[str, dict[str, str]] = {
         "openllmetry_langgraph": "the two calls of one model response ran concurrently and "
                                  "started in the other order; the model's order is only in "
                                  "the chat span's output messages",
-        "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
+        "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
+                   "(tests/test_user_conventions.py)",
     },
     "final_output": {
         "llamaindex": "the run's output is a StopEvent repr",
         "adk_legacy": "the answer is only in the last call_llm's llm_response",
         "strands": "the answer is in the root's gen_ai.choice event",
         "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",
-        "logfire": "no run is found",
+        "logfire": "no run is found without a conventions: mapping "
+                   "(tests/test_user_conventions.py)",
     },
 }
 

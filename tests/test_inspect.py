@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from opentelemetry import trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -20,6 +21,8 @@ from otel_tooleval.cli import main
 from otel_tooleval.config import config_from_mapping
 from otel_tooleval.inspection import default_config, session_of
 from tests.data.files import make_golden
+
+ROOT = Path(__file__).resolve().parents[1]
 
 DATA = Path(__file__).resolve().parent / "data/files"
 JSONL = DATA / "traces.otlp.jsonl"
@@ -178,7 +181,7 @@ def test_inspect_names_the_scope_and_attributes_of_an_unknown_framework(
     assert candidates["acme.agent.name"]["spans"] == 1
     [hint] = unrecognised["hints"]
     assert "`acme`" in hint and "`acme.tool.name`" in hint
-    assert "not yet supported" in hint
+    assert "`conventions:` mapping" in hint and "suggested mapping" in hint
     assert hint.index("`acme.tool.name`") < hint.index("`acme.agent.name`"), \
         "the tool name, the key a mapping needs first, comes first"
 
@@ -193,7 +196,9 @@ def test_inspect_table_of_an_unknown_framework(tmp_path: Path,
     assert "        acme  2" in out
     assert "acme.tool.name" in out and "weather" in out
     flat = " ".join(out.split())   # the hints are wrapped to the terminal's width
-    assert "spans of scope `acme` (2) carry" in flat and "not yet supported" in flat
+    assert "spans of scope `acme` (2) carry" in flat and "suggested mapping" in flat
+    assert "    suggested mapping (review it, then add it to the config):\n" in out
+    assert "        conventions:\n        - scope: acme\n" in out
 
 
 def test_unknown_tool_spans_inside_a_run_are_counted_as_inside(
@@ -326,3 +331,51 @@ def test_include_calls_without_json_is_bad_usage(config_file: Callable[[str], st
     assert main(["grade", str(JSONL), "-c", config_file(GRADERS), "--include-calls"]) == 2
     captured = capsys.readouterr()
     assert "--include-calls needs --format json" in captured.err and captured.out == ""
+
+
+def test_inspects_suggested_mapping_of_an_unknown_framework_loads_and_grades(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rec = Recorder()
+    write_acme(rec)
+    path = rec.write(tmp_path / "acme.jsonl")
+    _, doc = inspect_json(capsys, str(path))
+    suggested = doc["unrecognised"]["suggested_conventions"]
+    assert suggested == [
+        {"scope": "acme", "span_name": r"^acme\.agent\.run$",
+         "run": {"agent_name": "acme.agent.name"}},
+        {"scope": "acme", "span_name": r"^acme\.agent\.step\.tool$",
+         "tool": {"name": "acme.tool.name", "arguments": ["acme.agent.step.tool.input"],
+                  "result": ["acme.agent.step.tool.output"]}}]
+    config = tmp_path / "tooleval.yaml"
+    config.write_text(yaml.safe_dump({"graders": [{"type": "tool-calls", "config": {
+        "required": [{"name": "weather", "args": {"city": "Oslo"}}]}}],
+        "conventions": suggested}))
+    assert main(["grade", str(path), "--config", str(config), "--format", "json",
+                 "--include-calls"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["agent"] == "planner" and run["passed"]
+    assert [(c["name"], c["arguments"], c["result"]) for c in run["calls"]] == [
+        ("weather", {"city": "Oslo"}, "sunny")]
+    # Read with it, nothing is left to suggest.
+    assert main(["inspect", str(path), "--config", str(config), "--format", "json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["unrecognised"]["suggested_conventions"] == []
+    assert [c["convention"] for c in again["runs"][0]["calls"]] == ["conventions[1]"]
+
+
+def test_the_suggested_mapping_reads_the_logfire_recording(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    logfire = ROOT / "tests/data/frameworks/logfire/traces.jsonl"
+    _, doc = inspect_json(capsys, str(logfire))
+    suggested = doc["unrecognised"]["suggested_conventions"]
+    config = tmp_path / "tooleval.yaml"
+    config.write_text(yaml.safe_dump({"graders": [{"type": "tool-call-order", "strict": True,
+        "tool_calls_order": ["lookup_city", "get_weather", "get_weather", "convert_temp"]}],
+        "conventions": suggested}))
+    assert main(["grade", str(logfire), "--config", str(config), "--format", "json",
+                 "--include-calls"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["agent"] == "weather_agent"
+    assert [(c["arguments"], c["step"]) for c in run["calls"]] == [
+        ({"query": "paris"}, 0), ({"city": "Paris"}, 1), ({"city": "Lyon"}, 2),
+        ({"celsius": 21}, 2)]

@@ -69,3 +69,30 @@ def test_every_family_contributes_an_entry_schema() -> None:
 
     missing = [f.type for f in families() if f.schema is None]
     assert missing == []
+
+
+def test_a_conventions_mapping_validates_and_loads(validator: Any) -> None:
+    from otel_tooleval import load_config
+    from tests.test_user_conventions import CONFIG
+
+    validator.validate(CONFIG)
+    assert load_config(CONFIG).policy.conventions is not None
+
+
+@pytest.mark.parametrize("conventions", [
+    [{"scope": "x"}],                                        # maps nothing
+    [{"scope": "x", "model": True, "tool": {"name": "a"}}],  # maps two things
+    [{"model": True}],                                       # matches every span
+    [{"scope": "x", "tool": {"nmae": "a"}}],
+    [{"scope": "x", "model": False}],
+    {"scope": "x", "model": True},
+])
+def test_schema_rejects_the_mappings_load_config_rejects(validator: Any,
+                                                         conventions: Any) -> None:
+    from otel_tooleval import ConfigError, load_config
+
+    bad = {"graders": [{"type": "tool-calls", "config": {"required": ["x"]}}],
+           "conventions": conventions}
+    assert list(validator.iter_errors(bad)), bad
+    with pytest.raises(ConfigError):
+        load_config(bad)

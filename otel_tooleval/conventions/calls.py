@@ -29,14 +29,17 @@ def tool_call_from(
 
 
 def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
-              server_keys: tuple[str, ...]) -> ToolCall | None:
+              server_keys: tuple[str, ...], row: ToolConvention | None = None
+              ) -> ToolCall | None:
     """``tool_call_from`` with positional arguments (``run_from`` calls it once per call).
+
+    ``row``: the row that reads the span (a user mapping's), in place of the conventions'.
 
     Lookups are ``key in attrs`` then ``attrs[key]``: two specialised bytecodes, cheaper than a
     ``get`` method call when, as here, most keys looked up are absent.
     """
     attrs = record.attributes
-    conv = tool_row(record)
+    conv = row if row is not None else tool_row(record)
     if conv is None:
         return None
     name = record.name if conv.name is None else attrs[conv.name]
@@ -48,6 +51,8 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     if name.__class__ is not str:
         name = as_text(name)
     arguments: Any = None
+    if conv.argument_attributes:
+        arguments = {key: attrs[key] for key in conv.argument_attributes if key in attrs}
     for key in conv.arguments:
         if key in attrs:
             arguments = attrs[key]

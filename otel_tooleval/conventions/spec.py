@@ -51,7 +51,9 @@ class ToolConvention:
     (``lookup_city.__call__`` -> ``lookup_city``); ``server_sep`` splits a qualified name
     into the server (plugin) and the tool: ``WeatherPlugin-get_weather`` with ``-``.
     ``not_tools``: names of spans the row would read that are no call (bookkeeping, or a
-    framework's own end-of-run tool).
+    framework's own end-of-run tool). ``argument_attributes``: the arguments are an object
+    of these attributes, one per parameter (a user mapping's ``arguments_from_attributes``),
+    in place of ``arguments``.
     """
 
     convention: str
@@ -66,6 +68,7 @@ class ToolConvention:
     name_from: Callable[[str], str] | None = None
     server_sep: str | None = None
     not_tools: frozenset[str] = frozenset()
+    argument_attributes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

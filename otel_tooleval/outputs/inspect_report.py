@@ -6,8 +6,9 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
-from ..inspection import InspectedRun, Inspection, hints
+from ..inspection import InspectedRun, Inspection, hints, suggested_conventions
 from ..model import ToolCall, text_of
+from ..suggestion import suggestion_yaml
 from .calls import call_status, call_to_dict
 from .json_doc import json_text
 from .text import one_line, shorten
@@ -53,6 +54,7 @@ def inspect_document(found: Inspection, problems: Sequence[str]) -> dict[str, An
                 for key, entry in sorted(unrecognised.keys.items(),
                                          key=lambda kv: (-kv[1].spans, kv[0]))},
             "hints": hints(unrecognised),
+            "suggested_conventions": suggested_conventions(unrecognised),
         },
         "problems": list(problems),
     }
@@ -123,6 +125,10 @@ def _unrecognised_lines(found: Inspection) -> list[str]:
             lines.extend(textwrap.wrap(one_line(text), _WIDTH, initial_indent=_INDENT * 2 + "- ",
                                        subsequent_indent=_INDENT * 2 + "  ",
                                        break_on_hyphens=False))
+    suggested = suggested_conventions(u)
+    if suggested:
+        lines.append(f"{_INDENT}suggested mapping (review it, then add it to the config):")
+        lines.extend(_INDENT * 2 + line for line in suggestion_yaml(suggested).splitlines())
     return lines
 
 
