@@ -41,8 +41,6 @@ GAPS: dict[str, dict[str, str]] = {
         "logfire": "Logfire marks no span as agent or tool: a conventions: mapping is needed",
     },
     "calls": {
-        "strands": "its default telemetry keeps arguments and results in span events "
-                   "(gen_ai.tool.message, gen_ai.choice), which are not read yet",
         "openllmetry_langgraph": "the two calls of one model response ran concurrently and "
                                  "started in the other order; the model's order is only in "
                                  "the chat span's output messages",
@@ -54,8 +52,6 @@ GAPS: dict[str, dict[str, str]] = {
         "haystack": "the answer is in haystack.agent.output below the run root",
         "adk_legacy": "the answer is only in the last call_llm's llm_response",
         "dspy": "the module's output is a JSON document whose 'answer' holds the answer",
-        "strands": "the answer is in the root's gen_ai.choice event",
-        "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",
         "logfire": "no run is found",
     },
 }

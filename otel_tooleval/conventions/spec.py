@@ -51,7 +51,10 @@ class ToolConvention:
     (``lookup_city.__call__`` -> ``lookup_city``); ``server_sep`` splits a qualified name
     into the server (plugin) and the tool: ``WeatherPlugin-get_weather`` with ``-``.
     ``not_tools``: names of spans the row would read that are no call (bookkeeping, or a
-    framework's own end-of-run tool).
+    framework's own end-of-run tool). ``argument_events`` / ``result_events``: span events
+    that hold the arguments / result, as ``(event name, event attribute)`` pairs, tried in
+    order after the attribute keys (Strands' default telemetry keeps them only there); the
+    envelopes apply to them as to the attributes.
     """
 
     convention: str
@@ -66,6 +69,8 @@ class ToolConvention:
     name_from: Callable[[str], str] | None = None
     server_sep: str | None = None
     not_tools: frozenset[str] = frozenset()
+    argument_events: tuple[tuple[str, str], ...] = ()
+    result_events: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +85,8 @@ class Convention:
     ``not_models``: span-name suffixes of model-marked spans that are no model response (a
     framework's request preparation). ``outputs``: attributes of a run's root that hold its
     final answer (after the general ones: ``final_result``, ``output.value`` ...).
+    ``output_events``: events of a run's root that hold its final answer, as ``(event name,
+    event attribute)`` pairs, tried after every attribute (``texts.final_output_of``).
     """
 
     name: str
@@ -90,3 +97,4 @@ class Convention:
     agent_node_names: tuple[str, ...] = ()
     not_models: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
+    output_events: tuple[tuple[str, str], ...] = ()
