@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import inspect
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from operator import attrgetter, itemgetter
 from types import MappingProxyType
@@ -22,9 +22,9 @@ from opentelemetry.sdk.util import BoundedList
 from opentelemetry.trace import StatusCode
 
 from .emit.span import root_attributes, span_events
-from .model import RunReport, SpanRecord
+from .model import RunReport, SpanEvent, SpanRecord
 
-__all__ = ["annotated_copy", "copy_with", "record_from_span", "sdk_configure",
+__all__ = ["annotated_copy", "copy_with", "events_of", "record_from_span", "sdk_configure",
            "sdk_initialize_wrapping", "suppress_instrumentation", "wrap_export_processors"]
 
 try:  # the key instrumentations check before they trace anything
@@ -94,21 +94,22 @@ def _unless_noop(hook: Any) -> Any:
     return hook
 
 
-# Every field a record needs in one C-level call, down to the attribute dict, the status code
-# and the scope's name (their public properties are Python code, and this runs once per span
-# of every graded run). Any other span class, or one without a status or scope, raises
+# Every field a record needs in one C-level call, down to the attribute dict, the status code,
+# the scope's name and the events (their public properties are Python code, and this runs once
+# per span of every graded run). Any other span class, or one without a status or scope, raises
 # AttributeError and takes the public properties instead.
 _RECORD = attrgetter("_context", "_parent", "_name", "_start_time", "_end_time",
-                     "_attributes._dict", "_status._status_code", "_instrumentation_scope._name")
+                     "_attributes._dict", "_status._status_code", "_instrumentation_scope._name",
+                     "_events")
 _ERROR = StatusCode.ERROR
 # SpanRecord._make without its Python-level frame and length check (the tuple is ours).
 _new_record: Callable[[type[SpanRecord], tuple[Any, ...]], SpanRecord] = tuple.__new__
 
 
 def record_from_span(span: ReadableSpan) -> SpanRecord:
-    """A SpanRecord of a span; attributes of an ended span are not copied."""
+    """A SpanRecord of a span; attributes of an ended span (its events' too) are not copied."""
     try:
-        ctx, parent, name, start, end, attrs, code, scope = _RECORD(span)
+        ctx, parent, name, start, end, attrs, code, scope, events = _RECORD(span)
     except AttributeError:  # not the SDK's span class: the public properties
         return _record_from_properties(span)
     error = None
@@ -121,8 +122,41 @@ def record_from_span(span: ReadableSpan) -> SpanRecord:
     else:
         parent_id, remote = parent[1], parent[2]
     trace_id, span_id = span_ids(ctx) if ctx else (0, 0)
+    if events.__class__ is BoundedList:   # a live span's: its deque's length is C code
+        events = events._dq   # type: ignore[attr-defined]
     return _new_record(SpanRecord, (trace_id, span_id, parent_id, name, start or 0, end, attrs,
-                                    error, remote, scope))
+                                    error, remote, scope, events_of(events) if events else ()))
+
+
+def events_of(events: Iterable[Any]) -> tuple[SpanEvent, ...]:
+    """``(name, attributes)`` of SDK events; the attributes are the event's own dict.
+
+    An SDK event's ``BoundedAttributes`` are immutable from the start (``add_event`` freezes
+    them), so their dict is referenced, not copied: a plain dict is cheap to look up and goes
+    to the grading process as marshal data. ``tuple(events)`` first: one C-level copy of the
+    SDK's deque, which another thread may append to while the span is open. The fields are
+    read directly (the ``name`` and ``attributes`` properties are Python code; a loop of
+    specialised attribute loads costs two thirds of a dotted ``attrgetter`` mapped over them,
+    measured); an event made otherwise (attributes None or a plain mapping) takes the
+    properties.
+    """
+    items = tuple(events)
+    out = []
+    try:
+        for event in items:
+            out.append((event._name, event._attributes._dict))
+    except AttributeError:
+        return tuple([(event.name, _event_mapping(event.attributes)) for event in items])
+    return tuple(out)
+
+
+def _event_mapping(attrs: Any) -> Mapping[str, Any]:
+    inner = getattr(attrs, "_dict", None)
+    if inner.__class__ is dict:
+        return inner
+    if attrs is None:
+        return {}
+    return attrs  # type: ignore[no-any-return]
 
 
 def _record_from_properties(span: ReadableSpan) -> SpanRecord:
@@ -135,6 +169,7 @@ def _record_from_properties(span: ReadableSpan) -> SpanRecord:
     if end is not None and status is not None and status.status_code is StatusCode.ERROR:
         error = error_of(span)
     trace_id, span_id = span_ids(ctx) if ctx else (0, 0)
+    events = span.events
     return SpanRecord(
         trace_id,
         span_id,
@@ -146,6 +181,7 @@ def _record_from_properties(span: ReadableSpan) -> SpanRecord:
         error,
         parent is not None and parent[2],
         scope.name if scope is not None else "",
+        events_of(events) if events else (),
     )
 
 

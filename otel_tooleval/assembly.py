@@ -279,12 +279,14 @@ class TraceBuffers:
     def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any], size: int,
                   kind: int) -> SpanRecord:
         """Over the run's byte budget: keep the span, drop its argument/result/message values
-        (a tool call's arguments and result, a model call's messages)."""
+        (a tool call's arguments and result, a model call's messages) and its events (where
+        some frameworks keep those values; not counted in the budget: on_end does not look at
+        them)."""
         state.bytes -= size
         self._drop("max_run_bytes")
         drop = set(_VALUE_KEYS if kind & TOOL else _MODEL_KEYS)
         return record_from_span(span)._replace(
-            attributes={k: v for k, v in attrs.items() if k not in drop})
+            attributes={k: v for k, v in attrs.items() if k not in drop}, events=())
 
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 

@@ -15,10 +15,13 @@ from typing import Any, NamedTuple, Protocol
 
 from .values import decode_value
 
-__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanRecord", "ToolCall", "Verdicts",
-           "text_of"]
+__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanEvent", "SpanRecord", "ToolCall",
+           "Verdicts", "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+#: One span event: its name and its attributes (decoded as span attributes are).
+SpanEvent = tuple[str, Mapping[str, Any]]
 
 
 class SpanRecord(NamedTuple):
@@ -26,8 +29,12 @@ class SpanRecord(NamedTuple):
 
     ``parent_id`` is 0 for a span without a parent; ``parent_remote`` marks a parent in another
     process. ``end_ns`` is None while the span is still open. ``attributes`` is the span's own
-    mapping (never copied for an ended span). A named tuple rather than a frozen dataclass:
-    one is built per span on the grading thread, and a tuple costs a quarter as much.
+    mapping (never copied for an ended span). ``events`` holds the span's events in order as
+    ``(name, attributes)`` pairs (some frameworks keep a call's arguments and result only
+    there); an ended live span's event attributes are the SDK's own mappings, not copies. A
+    named tuple rather than a frozen dataclass: one is built per span on the grading thread,
+    and a tuple costs a quarter as much. Every field is plain data (tuples, dicts, strings,
+    numbers), so that a record goes to the grading process as marshal data.
     """
 
     trace_id: int
@@ -40,10 +47,18 @@ class SpanRecord(NamedTuple):
     error: str | None = None
     parent_remote: bool = False
     scope: str = ""
+    events: tuple[SpanEvent, ...] = ()
 
     @property
     def is_local_root(self) -> bool:
         return self.parent_id == 0 or self.parent_remote
+
+    def event_value(self, name: str, key: str) -> Any:
+        """The attribute ``key`` of the first event called ``name`` that has it, else None."""
+        for event_name, attrs in self.events:
+            if event_name == name and key in attrs:
+                return attrs[key]
+        return None
 
 
 _UNSET: Any = object()

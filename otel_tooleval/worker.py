@@ -8,7 +8,7 @@ tuples, dicts and strings a run is made of, pickle takes anything else) and the 
 
 Parent to child: ``("init", document, source, full)`` once, then ``("runs", [job, ...])`` batches;
 a job is ``(job id, root record, tool records, model records, dropped calls)`` where each
-record is a ``SpanRecord`` as a plain tuple. Runs always go as marshal frames: values the
+record is a ``SpanRecord`` as a plain tuple (its events as ``(name, attributes dict)`` pairs). Runs always go as marshal frames: values the
 SDK kept as subclasses of the plain types (an application's ``str`` enums) are sent as the
 plain type (:func:`plain`), because a pickled one would need the application's class, which
 the child cannot import. Child to parent: ``("ready", pid)`` or
@@ -32,7 +32,7 @@ import os
 import pickle
 import struct
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import IO, Any
 
 from .config import config_from_mapping
@@ -55,7 +55,8 @@ Verdict = tuple[Any, Any, Any, Any, bool]
 def plain(value: Any) -> Any:
     """``value`` with subclasses of str, int, float and bytes (an application's ``str``
     enums, say, which the SDK keeps as attribute values) made the plain types, in lists,
-    tuples and dicts too: what an OTLP exporter would send of them. Other objects are left."""
+    tuples and dicts too, and other mappings made dicts: what an OTLP exporter would send of
+    them. Other objects are left."""
     cls = value.__class__
     if cls in _PLAIN_TYPES or value is None:
         return value
@@ -75,6 +76,8 @@ def plain(value: Any) -> Any:
         return tuple(plain(v) for v in value)
     if isinstance(value, list):
         return [plain(v) for v in value]
+    if isinstance(value, Mapping):   # an event's attributes that were not the SDK's dict
+        return {plain(k): plain(v) for k, v in value.items()}
     return value
 
 

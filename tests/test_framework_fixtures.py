@@ -42,8 +42,6 @@ GAPS: dict[str, dict[str, str]] = {
                    "(tests/test_user_conventions.py)",
     },
     "calls": {
-        "strands": "its default telemetry keeps arguments and results in span events "
-                   "(gen_ai.tool.message, gen_ai.choice), which are not read yet",
         "openllmetry_langgraph": "the two calls of one model response ran concurrently and "
                                  "started in the other order; the model's order is only in "
                                  "the chat span's output messages",
@@ -53,8 +51,6 @@ GAPS: dict[str, dict[str, str]] = {
     "final_output": {
         "llamaindex": "the run's output is a StopEvent repr",
         "adk_legacy": "the answer is only in the last call_llm's llm_response",
-        "strands": "the answer is in the root's gen_ai.choice event",
-        "strands_latest": "the answer is in a gen_ai.client.inference.operation.details event",
         "logfire": "no run is found without a conventions: mapping "
                    "(tests/test_user_conventions.py)",
     },

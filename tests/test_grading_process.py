@@ -148,6 +148,41 @@ def test_process_mode_emits_what_the_thread_emits(pair: tuple[Harness, Harness])
         assert not process.reports
 
 
+def test_calls_kept_in_span_events_are_graded_by_the_process_as_on_the_thread() -> None:
+    # Strands' default telemetry: the arguments, result and answer only in span events.
+    config = {"graders": [
+        {"name": "args", "type": "tool_trajectory", "mode": "in_order",
+         "expected": [{"tool": "get_weather", "args": {"city": "Paris"}}]},
+        {"name": "output", "type": "tool-call-output",
+         "tool_outputs": [{"name": "get_weather", "output": "21"}]},
+        {"name": "answer", "kind": "tool", "function": "contains",
+         "extractor": "last_assistant", "ground_truth": "Paris 21C"}]}
+    results = []
+    for h in (Harness(config), Harness(_config(config))):
+        try:
+            if h.processor._offload is not None:
+                _wait_ready(h)
+            tracer = h.provider.get_tracer("strands.telemetry.tracer")
+            with tracer.start_as_current_span("invoke_agent weather", attributes={
+                    "gen_ai.operation.name": "invoke_agent",
+                    "gen_ai.agent.name": "weather"}) as root:
+                with tracer.start_as_current_span("execute_tool get_weather", attributes={
+                        "gen_ai.tool.name": "get_weather"}) as tool:
+                    tool.add_event("gen_ai.tool.message", {"content": '{"city": "Paris"}'})
+                    tool.add_event("gen_ai.choice", {"message": '[{"text": "21"}]'})
+                root.add_event("gen_ai.choice", {"message": "Paris 21C\n"})
+            assert h.flush()
+            (span,) = h.by_name("invoke_agent weather")
+            results.append([dict(e.attributes or {}) for e in span.events
+                            if e.name == "gen_ai.evaluation.result"])
+            assert span.attributes is not None and span.attributes["tooleval.passed"] is True
+            assert not h.processor._reported   # no batch fell back to the thread
+        finally:
+            h.close()
+    thread, process = results
+    assert process == thread and len(process) == 3
+
+
 def test_runs_before_the_process_is_ready_are_graded_on_the_thread() -> None:
     h = Harness(_config(EVERY_FAMILY))
     processor = h.processor

@@ -57,6 +57,9 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
         if key in attrs:
             arguments = attrs[key]
             break
+    else:
+        if conv.argument_events and record.events:
+            arguments = _from_events(record, conv.argument_events)[0]
     has_result = False
     result: Any = None
     error = record.error
@@ -65,6 +68,9 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
             if key in attrs:
                 result, has_result = attrs[key], True
                 break
+        else:
+            if conv.result_events and record.events:
+                result, has_result = _from_events(record, conv.result_events)
         if not has_result and error is not None:
             result, has_result = error, True
     call_id = None
@@ -88,6 +94,16 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     if conv.arguments_from is not None or conv.result_from is not None:
         call.envelope = conv
     return call
+
+
+def _from_events(record: SpanRecord, sources: tuple[tuple[str, str], ...]) -> tuple[Any, bool]:
+    """The value of the first ``(event name, attribute)`` of ``sources`` the span's events
+    hold, and whether one did (an attribute value is never None)."""
+    for name, key in sources:
+        value = record.event_value(name, key)
+        if value is not None:
+            return value, True
+    return None, False
 
 
 def tool_row(record: SpanRecord) -> ToolConvention | None:

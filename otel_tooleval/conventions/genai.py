@@ -1,6 +1,7 @@
 """The OpenTelemetry GenAI semantic conventions (pydantic-ai, Strands, ADK, OpenLLMetry's
 GenAI spans and hand-written agents): ``gen_ai.operation.name`` marks runs and model calls,
-``gen_ai.tool.*`` holds the call, ``gen_ai.output.messages`` the model's answer."""
+``gen_ai.tool.*`` holds the call, ``gen_ai.output.messages`` the model's answer (an attribute,
+or in a root's ``gen_ai.client.inference.operation.details`` event)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,8 @@ CONVENTION = Convention(
     ),
     scopes=("pydantic-ai", "pydantic_ai", "strands", "gcp.vertex.agent"),
     agent_names=("gen_ai.agent.name", "gen_ai.workflow.name"),
+    # The semconv's event for content kept out of the span's attributes (Strands' latest).
+    output_events=(("gen_ai.client.inference.operation.details", "gen_ai.output.messages"),),
 )
 
 

@@ -24,7 +24,8 @@ from . import (
 from .spec import Convention, ToolConvention
 
 __all__ = ["AGENT_NAME_KEYS", "CONVENTIONS", "FRAMEWORK_SCOPES", "FRAME_KEYS", "MARKERS", "MARKER_KEYS",
-           "NESTED_AGENT_NAME_KEYS", "NOT_MODELS", "ROOT_OUTPUTS", "TOOL_CONVENTIONS"]
+           "NESTED_AGENT_NAME_KEYS", "NOT_MODELS", "ROOT_OUTPUTS", "ROOT_OUTPUT_EVENTS",
+           "TOOL_CONVENTIONS"]
 
 # The frameworks' own rows first: they are restricted to their scope or marked by their own
 # keys, and read the spans the general conventions would read otherwise.
@@ -46,3 +47,5 @@ NESTED_AGENT_NAME_KEYS: tuple[str, ...] = AGENT_NAME_KEYS + tuple(
     k for c in CONVENTIONS for k in c.agent_node_names)
 NOT_MODELS: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.not_models)
 ROOT_OUTPUTS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.outputs)
+ROOT_OUTPUT_EVENTS: tuple[tuple[str, str], ...] = tuple(
+    dict.fromkeys(e for c in CONVENTIONS for e in c.output_events))

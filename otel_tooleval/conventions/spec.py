@@ -53,7 +53,10 @@ class ToolConvention:
     ``not_tools``: names of spans the row would read that are no call (bookkeeping, or a
     framework's own end-of-run tool). ``argument_attributes``: the arguments are an object
     of these attributes, one per parameter (a user mapping's ``arguments_from_attributes``),
-    in place of ``arguments``.
+    in place of ``arguments``. ``argument_events`` / ``result_events``: span events that hold
+    the arguments / result, as ``(event name, event attribute)`` pairs, tried in order after
+    the attribute keys (Strands' default telemetry keeps them only there); the envelopes apply
+    to them as to the attributes.
     """
 
     convention: str
@@ -69,6 +72,8 @@ class ToolConvention:
     server_sep: str | None = None
     not_tools: frozenset[str] = frozenset()
     argument_attributes: tuple[str, ...] = ()
+    argument_events: tuple[tuple[str, str], ...] = ()
+    result_events: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,8 @@ class Convention:
     ``not_models``: span-name suffixes of model-marked spans that are no model response (a
     framework's request preparation). ``outputs``: attributes of a run's root that hold its
     final answer (after the general ones: ``final_result``, ``output.value`` ...).
+    ``output_events``: events of a run's root that hold its final answer, as ``(event name,
+    event attribute)`` pairs, tried after every attribute (``texts.final_output_of``).
     """
 
     name: str
@@ -93,3 +100,4 @@ class Convention:
     agent_node_names: tuple[str, ...] = ()
     not_models: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
+    output_events: tuple[tuple[str, str], ...] = ()

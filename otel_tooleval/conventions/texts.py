@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from ..model import SpanRecord
 from ..values import decode_value
-from .envelopes import ANSWERS
+from .envelopes import ANSWERS, content_blocks
 from .genai import indexed_texts, texts_from_messages
 from .openinference import langchain_text
-from .registry import ROOT_OUTPUTS
+from .registry import ROOT_OUTPUT_EVENTS, ROOT_OUTPUTS
 
 __all__ = ["assistant_text_of", "final_output_of"]
 
@@ -37,7 +38,8 @@ def assistant_text_of(record: SpanRecord) -> str | None:
 
 
 def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | None:
-    """The run's final output (SEMANTICS 1): root attributes first, then the last model call."""
+    """The run's final output (SEMANTICS 1): root attributes first, then the root's output
+    events (``Convention.output_events``), then the last model call."""
     attrs = root.attributes
     if attrs.get("final_result") is not None:
         value = decode_value(attrs["final_result"])
@@ -66,8 +68,32 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
                 if text is not None:
                     return text
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    if root.events:
+        for name, key in ROOT_OUTPUT_EVENTS:
+            value = root.event_value(name, key)
+            if value is not None:
+                text = _event_text(value)
+                if text is not None:
+                    return text
     for record in reversed(model_records):
         text = assistant_text_of(record)
         if text:
             return text
     return None
+
+
+def _event_text(value: Any) -> str | None:
+    """A root output event's answer: text as recorded, the last assistant text of a message
+    list, or the text of content blocks; trailing line breaks removed (Strands ends its answer
+    with one that is no part of what the model said; leading and inner whitespace is kept)."""
+    decoded = decode_value(value)
+    if isinstance(decoded, (list, dict)):
+        texts = texts_from_messages(decoded)
+        if texts:
+            decoded = texts[-1]
+        else:
+            decoded = content_blocks(decoded)
+    if decoded is None:
+        return None
+    text = decoded if isinstance(decoded, str) else json.dumps(decoded, ensure_ascii=False)
+    return text.rstrip("\r\n")

@@ -14,7 +14,7 @@ import binascii
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..model import SpanRecord
+from ..model import SpanEvent, SpanRecord
 from .problems import BAD_SHAPE, describe
 
 __all__ = ["jaeger_records"]
@@ -82,6 +82,17 @@ def _exception_text(logs: Iterable[Mapping[str, Any]] | None) -> str | None:
     return None
 
 
+def _events(logs: Iterable[Mapping[str, Any]]) -> tuple[SpanEvent, ...]:
+    """Jaeger logs as span events: the OTLP-to-Jaeger translation writes an event's name as
+    the field ``event`` and its attributes as the other fields."""
+    out = []
+    for log in logs:
+        fields = _tags(log.get("fields"))
+        name = fields.pop("event", "")
+        out.append((name if name.__class__ is str else str(name), fields))
+    return tuple(out)
+
+
 def _process(span: Mapping[str, Any]) -> Any:
     """Which process a span ran in: its processID, or the service of an embedded process."""
     process = span.get("processID")
@@ -98,10 +109,11 @@ def _record(span: Mapping[str, Any], trace_hint: Any, process_of: Mapping[int, A
     attrs = _tags(span.get("tags"))
     scope = attrs.get("otel.scope.name") or attrs.get("otel.library.name") or ""
     error = None
+    logs = span.get("logs")
     status = attrs.get("otel.status_code")
     flagged = attrs.get("error")
     if str(status).upper() == "ERROR" or flagged is True or flagged == "true":
-        error = (attrs.get("otel.status_description") or _exception_text(span.get("logs"))
+        error = (attrs.get("otel.status_description") or _exception_text(logs)
                  or attrs.get("error.message") or "error")
         if flagged is True or flagged == "true":
             del attrs["error"]  # the translation's marker, not an attribute of the span
@@ -113,7 +125,8 @@ def _record(span: Mapping[str, Any], trace_hint: Any, process_of: Mapping[int, A
     parent_process = process_of.get(parent_id) if parent_id else None
     remote = parent_process is not None and parent_process != _process(span)
     return _make((trace_id, span_id, parent_id, span.get("operationName") or "",
-                  start_us * 1000, end_ns, attrs, error, remote, str(scope)))
+                  start_us * 1000, end_ns, attrs, error, remote, str(scope),
+                  _events(logs) if logs else ()))
 
 
 def _trace_records(trace: Mapping[str, Any], where: str, report: Callable[[str], None],

@@ -13,10 +13,10 @@ import base64
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..model import SpanRecord
+from ..model import SpanEvent, SpanRecord
 from .problems import BAD_SHAPE, describe
 
-__all__ = ["any_value", "otlp_records", "parse_id"]
+__all__ = ["any_value", "otlp_records", "parse_id", "span_events"]
 
 _new = tuple.__new__  # SpanRecord._make without its length check
 _MISSING: Any = object()
@@ -90,6 +90,12 @@ def _exception_text(events: Iterable[Mapping[str, Any]] | None) -> str | None:
     return None
 
 
+def span_events(events: Iterable[Mapping[str, Any]]) -> tuple[SpanEvent, ...]:
+    """``[{name, attributes, timeUnixNano}]`` as ``(name, attributes)`` pairs."""
+    return tuple([(event.get("name") or "", attributes(event.get("attributes")))
+                  for event in events])
+
+
 def span_record(span: Mapping[str, Any], scope: str) -> SpanRecord:
     """One OTLP/JSON span. Raises one of ``BAD_SHAPE`` when it has the wrong shape."""
     trace, sid = span["traceId"], span["spanId"]
@@ -117,9 +123,10 @@ def span_record(span: Mapping[str, Any], scope: str) -> SpanRecord:
     end = span.get("endTimeUnixNano")
     end_ns = (int(end) or None) if end else None  # 0: never ended
     error = None
+    events = span.get("events")
     status = span.get("status")
     if status and status.get("code") in _ERROR_CODES:
-        error = status.get("message") or _exception_text(span.get("events")) or "error"
+        error = status.get("message") or _exception_text(events) or "error"
     remote = False
     if parent_id:
         flags = span.get("flags")
@@ -127,7 +134,7 @@ def span_record(span: Mapping[str, Any], scope: str) -> SpanRecord:
             remote = int(flags) & _REMOTE == _REMOTE
     return _new(SpanRecord, (trace_id, span_id, parent_id, span.get("name") or "",
                              int(span.get("startTimeUnixNano") or 0), end_ns, attrs, error,
-                             remote, scope))
+                             remote, scope, span_events(events) if events else ()))
 
 
 def otlp_records(doc: Mapping[str, Any], report: Callable[[str], None]) -> list[SpanRecord]:

@@ -172,8 +172,9 @@ def record_from_proto(span: Any, scope: str) -> SpanRecord:
         raise _bad_id(trace_id, span_id, parent)
     status = span.status
     error = None
+    events = span.events
     if status.code == _STATUS_ERROR:
-        error = status.message or _exception_text(span.events) or "error"
+        error = status.message or _exception_text(events) or "error"
     return _new(SpanRecord, (
         tid,
         sid,
@@ -185,6 +186,7 @@ def record_from_proto(span: Any, scope: str) -> SpanRecord:
         error,
         bool(pid) and span.flags & _REMOTE == _REMOTE,
         scope,
+        tuple([(e.name, _attributes(e.attributes)) for e in events]) if events else (),
     ))
 
 
