@@ -519,3 +519,18 @@ def test_final_output_inside_a_frameworks_result_object() -> None:
     assert build_run(crew, [], RunPolicy()).final_output == "done"
     assert build_run(react, [], RunPolicy()).final_output == "42"
     assert build_run(other, [], RunPolicy()).final_output == '{"raw": "kept whole"}'
+
+
+def test_final_output_from_a_llamaindex_stop_event_and_an_adk_1x_response() -> None:
+    stop = ("StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: "
+            "'assistant'>, additional_kwargs={}, blocks=[TextBlock(block_type='text', "
+            "text=\"it's 21C\")]), tool_calls=[], raw=None, current_agent_name='a'))")
+    root = SpanRecord(1, 1, 0, "FunctionAgent.run", 0, 9, {"output.value": stop,
+                                                           "openinference.span.kind": "CHAIN"})
+    assert build_run(root, [], RunPolicy()).final_output == "it's 21C"
+    adk_root = SpanRecord(1, 1, 0, "invocation", 0, 99, {}, scope="gcp.vertex.agent")
+    call_llm = SpanRecord(1, 2, 1, "call_llm", 1, 9, {"gcp.vertex.agent.llm_request": "{}",
+                                                      "gcp.vertex.agent.llm_response": json.dumps(
+        {"content": {"parts": [{"text": "Paris 21C"}], "role": "model"}})},
+        scope="gcp.vertex.agent")
+    assert build_run(adk_root, [call_llm], RunPolicy()).final_output == "Paris 21C"

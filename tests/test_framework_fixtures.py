@@ -49,8 +49,6 @@ GAPS: dict[str, dict[str, str]] = {
                    "(tests/test_user_conventions.py)",
     },
     "final_output": {
-        "llamaindex": "the run's output is a StopEvent repr",
-        "adk_legacy": "the answer is only in the last call_llm's llm_response",
         "logfire": "no run is found without a conventions: mapping "
                    "(tests/test_user_conventions.py)",
     },

@@ -8,7 +8,7 @@ parallel calls an ``execute_tool (merged)`` span named ``(merged tools)`` is boo
 
 from __future__ import annotations
 
-from .envelopes import only_result
+from .envelopes import genai_content_parts, only_result
 from .spec import MODEL, Convention, KindMarker, ToolConvention
 
 __all__ = ["CONVENTION"]
@@ -22,4 +22,5 @@ CONVENTION = Convention(
         ("gen_ai.tool.call.result", "gcp.vertex.agent.tool_response"),
         ("gen_ai.tool.call.id",), scope="gcp.vertex.agent", result_from=only_result,
         not_tools=frozenset({"(merged tools)"})),),
+    model_texts=(("gcp.vertex.agent.llm_response", genai_content_parts),),
 )

@@ -7,13 +7,25 @@ a tool that really returns such a shape is never cut.
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Any
 
 from ..values import decode_value
 
-__all__ = ["ANSWERS", "content_blocks", "crew_output", "dspy_prediction",
-           "haystack_agent_result", "langchain_callback_inputs", "langchain_tool_message", "llamaindex_tool_output",
-           "only_kwargs", "only_result"]
+__all__ = [
+    "ANSWERS",
+    "content_blocks",
+    "crew_output",
+    "dspy_prediction",
+    "genai_content_parts",
+    "haystack_agent_result",
+    "langchain_callback_inputs",
+    "langchain_tool_message",
+    "llamaindex_tool_output",
+    "only_kwargs",
+    "only_result",
+]
 
 
 def only_kwargs(value: Any) -> Any:
@@ -98,5 +110,36 @@ def haystack_agent_result(value: Any) -> str | None:
     return None
 
 
+_TEXT_BLOCK = re.compile(
+    r"TextBlock\(block_type='text', text=('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")")
+
+
+def llamaindex_stop_event(value: Any) -> str | None:
+    """A LlamaIndex workflow's ``StopEvent(result=AgentOutput(...))`` repr (the only form its
+    OpenInference spans record the run's result in): the last text block of the response."""
+    if not (isinstance(value, str) and value.startswith("StopEvent(")):
+        return None
+    found = _TEXT_BLOCK.findall(value)
+    if not found:
+        return None
+    try:
+        text = ast.literal_eval(found[-1])   # a Python string literal, nothing else
+    except (ValueError, SyntaxError):
+        return None
+    return text if isinstance(text, str) else None
+
+
+def genai_content_parts(value: Any) -> str | None:
+    """A Gemini-style response (``{"content": {"parts": [{"text": ...}]}}``, ADK 1.x's
+    ``gcp.vertex.agent.llm_response``): its text parts joined."""
+    content = value.get("content") if value.__class__ is dict else None
+    parts = content.get("parts") if isinstance(content, dict) else None
+    if isinstance(parts, list):
+        texts = [p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)]
+        if texts:
+            return "".join(texts)
+    return None
+
+
 #: The run outputs that are a framework's result object, and how to take its answer out.
-ANSWERS = (crew_output, dspy_prediction, haystack_agent_result)
+ANSWERS = (crew_output, dspy_prediction, haystack_agent_result, llamaindex_stop_event)

@@ -80,7 +80,7 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     return fn
 
 
-_SPAN_KIND_DOC = """TOOL, AGENT and MODEL bits of a span, in a handful of dict lookups (the hot path).
+_SPAN_KIND_DOC = """TOOL, AGENT and MODEL bits of a span, in a handful of dict lookups (hot path).
 
 Equivalent to ``tool_name_of`` / ``is_agent_span`` / ``is_model_span`` together. A marker
 value that is a ``str`` subclass (an application's str enum, kept as is by the SDK) counts by

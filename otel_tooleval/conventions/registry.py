@@ -6,6 +6,9 @@ attributes of every convention are checked on every span.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from . import (
     adk,
     dspy,
@@ -23,9 +26,20 @@ from . import (
 )
 from .spec import Convention, ToolConvention
 
-__all__ = ["AGENT_NAME_KEYS", "CONVENTIONS", "FRAMEWORK_SCOPES", "FRAME_KEYS", "MARKERS", "MARKER_KEYS",
-           "NESTED_AGENT_NAME_KEYS", "NOT_MODELS", "ROOT_OUTPUTS", "ROOT_OUTPUT_EVENTS",
-           "TOOL_CONVENTIONS"]
+__all__ = [
+    "AGENT_NAME_KEYS",
+    "CONVENTIONS",
+    "FRAMEWORK_SCOPES",
+    "FRAME_KEYS",
+    "MARKERS",
+    "MARKER_KEYS",
+    "MODEL_TEXTS",
+    "NESTED_AGENT_NAME_KEYS",
+    "NOT_MODELS",
+    "ROOT_OUTPUTS",
+    "ROOT_OUTPUT_EVENTS",
+    "TOOL_CONVENTIONS",
+]
 
 # The frameworks' own rows first: they are restricted to their scope or marked by their own
 # keys, and read the spans the general conventions would read otherwise.
@@ -49,3 +63,5 @@ NOT_MODELS: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.not_models
 ROOT_OUTPUTS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.outputs)
 ROOT_OUTPUT_EVENTS: tuple[tuple[str, str], ...] = tuple(
     dict.fromkeys(e for c in CONVENTIONS for e in c.output_events))
+MODEL_TEXTS: tuple[tuple[str, Callable[[Any], str | None]], ...] = tuple(
+    t for c in CONVENTIONS for t in c.model_texts)

@@ -88,6 +88,8 @@ class Convention:
     ``not_models``: span-name suffixes of model-marked spans that are no model response (a
     framework's request preparation). ``outputs``: attributes of a run's root that hold its
     final answer (after the general ones: ``final_result``, ``output.value`` ...).
+    ``model_texts``: ``(attribute, reader)`` pairs: where a model span of the framework keeps
+    its answer, and how to take the text out of the decoded value.
     ``output_events``: events of a run's root that hold its final answer, as ``(event name,
     event attribute)`` pairs, tried after every attribute (``texts.final_output_of``).
     """
@@ -101,3 +103,4 @@ class Convention:
     not_models: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     output_events: tuple[tuple[str, str], ...] = ()
+    model_texts: tuple[tuple[str, Callable[[Any], str | None]], ...] = ()

@@ -10,7 +10,7 @@ from ..values import decode_value
 from .envelopes import ANSWERS, content_blocks
 from .genai import indexed_texts, texts_from_messages
 from .openinference import langchain_text
-from .registry import ROOT_OUTPUT_EVENTS, ROOT_OUTPUTS
+from .registry import MODEL_TEXTS, ROOT_OUTPUT_EVENTS, ROOT_OUTPUTS
 
 __all__ = ["assistant_text_of", "final_output_of"]
 
@@ -34,6 +34,11 @@ def assistant_text_of(record: SpanRecord) -> str | None:
             return "\n".join(texts)
     if "output.value" in attrs:
         return langchain_text(attrs["output.value"])
+    for key, reader in MODEL_TEXTS:   # the frameworks' own keys
+        if key in attrs:
+            text = reader(decode_value(attrs[key]))
+            if text:
+                return text
     return None
 
 
