@@ -42,9 +42,6 @@ GAPS: dict[str, dict[str, str]] = {
                    "(tests/test_user_conventions.py)",
     },
     "calls": {
-        "openllmetry_langgraph": "the two calls of one model response ran concurrently and "
-                                 "started in the other order; the model's order is only in "
-                                 "the chat span's output messages",
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
     },
@@ -171,8 +168,13 @@ def test_the_shared_config_passes(folder: Path) -> None:
     missing = {"arguments", "results", "steps"} & set(expected.get("not_recorded", ()))
     if missing:
         pytest.skip(f"{_name(folder)} records no {' or '.join(sorted(missing))}")
-    if [c["step"] for c in expected["runs"][0]["calls"]] != [0, 1, 2, 2]:
+    calls = expected["runs"][0]["calls"]
+    if [c["step"] for c in calls] != [0, 1, 2, 2]:
         pytest.skip(f"{_name(folder)} cannot make two calls in one model response")
+    if calls[2]["name"] != "get_weather":
+        # Order is span start order (SEMANTICS): concurrent calls that started in another
+        # order than the model listed them fail a strict order, as they should.
+        pytest.skip(f"{_name(folder)}: {expected['order_note']}")
     (report,) = graded_offline(folder, SHARED)
     failing = [(g.name, g.explanation) for g in report.results if not g.passed]
     assert failing == []
