@@ -534,3 +534,55 @@ def test_final_output_from_a_llamaindex_stop_event_and_an_adk_1x_response() -> N
         {"content": {"parts": [{"text": "Paris 21C"}], "role": "model"}})},
         scope="gcp.vertex.agent")
     assert build_run(adk_root, [call_llm], RunPolicy()).final_output == "Paris 21C"
+
+
+def test_an_mcp_call_tool_result_is_its_content() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    result = {"content": [{"type": "text", "text": '{"temp_c": 21}'}], "isError": False}
+    tool = SpanRecord(1, 2, 1, "execute_tool w", 10, 20, {
+        "gen_ai.tool.name": "w", "mcp.server.name": "weather",
+        "gen_ai.tool.call.result": json.dumps(result)})
+    failed = SpanRecord(1, 3, 1, "execute_tool w", 30, 40, {
+        "gen_ai.tool.name": "w", "gen_ai.tool.call.result": json.dumps(
+            {"content": [{"type": "text", "text": "no such city"}], "isError": True})})
+    first, second = build_run(root, [tool, failed], RunPolicy()).calls
+    assert (first.result, first.server) == ({"temp_c": 21}, "weather")
+    assert second.result == "no such city"
+
+
+def test_a_str_enum_operation_under_an_http_root_is_the_same_run_live_and_offline() -> None:
+    """Microsoft Agent Framework's live spans carry `gen_ai.operation.name` as a str enum; under
+    an HTTP request span the run's root must still be the agent span, as offline."""
+    import enum
+
+    from otel_tooleval import grade_spans
+    from tests.support.harness import Harness
+
+    class Op(str, enum.Enum):
+        INVOKE = "invoke_agent"
+        CHAT = "chat"
+        TOOL = "execute_tool"
+
+    config = {"graders": [{"type": "tool-call-order", "tool_calls_order": ["a", "b"]}]}
+    h = Harness(config)
+    try:
+        with h.tracer.start_as_current_span("POST /ask", attributes={"http.method": "POST"}):
+            with h.tracer.start_as_current_span("invoke_agent weather_agent", attributes={
+                    "gen_ai.operation.name": Op.INVOKE, "gen_ai.agent.name": "weather_agent"}):
+                for step, name in enumerate(["a", "b"]):
+                    with h.tracer.start_as_current_span("chat m", attributes={
+                            "gen_ai.operation.name": Op.CHAT}):
+                        pass
+                    with h.tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                            "gen_ai.operation.name": Op.TOOL, "gen_ai.tool.name": name}):
+                        pass
+        assert h.flush()
+        (live,) = h.reports
+        (offline,) = grade_spans(h.finished(), config)
+        for report in (live, offline):
+            assert (report.run.root_name, report.run.agent) == (
+                "invoke_agent weather_agent", "weather_agent")
+            assert [(c.name, c.step) for c in report.run.calls] == [("a", 0), ("b", 1)]
+            assert report.passed
+    finally:
+        h.close()

@@ -37,8 +37,6 @@ FOLDERS = sorted(p.parent for p in ROOT.glob("**/expected.json") if ".venv" not 
 #: strict xfails of this file: a fix that makes one pass fails the suite until it is removed).
 GAPS: dict[str, dict[str, str]] = {
     "agent": {
-        "llamaindex": "the agent's name is only inside repr strings of CHAIN spans' input.value "
-                      "(the run's own result repr is cut before it by the instrumentation)",
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
     },

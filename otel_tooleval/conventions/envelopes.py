@@ -85,6 +85,19 @@ def content_blocks(value: Any) -> Any:
     return value
 
 
+def mcp_call_result(value: Any) -> Any:
+    """An MCP ``CallToolResult`` (``content`` blocks with ``isError`` / ``structuredContent``),
+    as an MCP client's tool span records it: the structured content when there is one, else the
+    text of the content blocks (its JSON decoded). Any other value as it is."""
+    if value.__class__ is dict and isinstance(value.get("content"), list) and (
+            "isError" in value or "structuredContent" in value):
+        structured = value.get("structuredContent")
+        if isinstance(structured, dict) and not value.get("isError"):
+            return structured
+        return content_blocks(value["content"])
+    return value
+
+
 def crew_output(value: Any) -> str | None:
     """A serialised CrewAI ``CrewOutput`` (``raw``, ``tasks_output`` ...): its ``raw`` answer."""
     if value.__class__ is dict and isinstance(value.get("raw"), str) and "tasks_output" in value:

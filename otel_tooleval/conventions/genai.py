@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..values import decode_value
+from .envelopes import mcp_call_result
 from .spec import Convention, KindMarker, ToolConvention
 
 __all__ = ["CONVENTION", "indexed_texts", "texts_from_messages"]
@@ -25,7 +26,7 @@ CONVENTION = Convention(
             "gen_ai", "gen_ai.tool.name",
             ("gen_ai.tool.call.arguments", "tool_arguments", "input.value"),
             ("gen_ai.tool.call.result", "tool_response", "output.value"),
-            ("gen_ai.tool.call.id",),
+            ("gen_ai.tool.call.id",), result_from=mcp_call_result,
         ),
     ),
     scopes=("pydantic-ai", "pydantic_ai", "strands", "gcp.vertex.agent"),

@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..values import decode_value
+from .envelopes import mcp_call_result
 from .spec import Convention, KindMarker, ToolConvention
 
 __all__ = ["CONVENTION", "langchain_text", "tool_message_call_id"]
@@ -22,7 +23,7 @@ CONVENTION = Convention(
             "openinference", "tool.name",
             ("input.value", "gen_ai.tool.call.arguments", "tool_arguments"),
             ("output.value", "gen_ai.tool.call.result", "tool_response"),
-            ("tool.id", "tool_call.id", "gen_ai.tool.call.id"),
+            ("tool.id", "tool_call.id", "gen_ai.tool.call.id"), result_from=mcp_call_result,
         ),
     ),
     scopes=("openinference.instrumentation", "smolagents"),

@@ -3,6 +3,7 @@ calls and tools; a tool's name, input and output are the entity's."""
 
 from __future__ import annotations
 
+from .envelopes import mcp_call_result
 from .spec import Convention, KindMarker, ToolConvention
 
 __all__ = ["CONVENTION"]
@@ -15,7 +16,7 @@ CONVENTION = Convention(
         ToolConvention(
             "traceloop", "traceloop.entity.name",
             ("traceloop.entity.input",), ("traceloop.entity.output",),
-            when=("traceloop.span.kind", "tool"),
+            when=("traceloop.span.kind", "tool"), result_from=mcp_call_result,
         ),
     ),
     scopes=("traceloop", "opentelemetry.instrumentation.langchain",
