@@ -224,7 +224,7 @@ def _serve_logged(args: argparse.Namespace) -> int:
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
             max_buffered_spans=args.max_buffered_spans, max_body_bytes=args.max_body_bytes,
-            shutdown_timeout=args.shutdown_timeout)
+            shutdown_timeout=args.shutdown_timeout, read_timeout=args.read_timeout)
     except ValueError as exc:
         print(f"otel-tooleval serve: {exc}", file=sys.stderr)
         return 2
@@ -352,6 +352,10 @@ def _parser() -> argparse.ArgumentParser:
                        help="largest request body, after decompression (default 20 MiB)")
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="time to drain on SIGTERM (default 30)")
+    serve.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
+                       help="HTTP: time a connection gets to send a whole request, headers "
+                            "and body, counted from the end of the previous answer; then it "
+                            "is closed (default 30)")
     verbosity = serve.add_mutually_exclusive_group()
     verbosity.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                            default="info",

@@ -35,8 +35,10 @@ import errno
 import http.client
 import json
 import logging
+import math
 import os
 import socket
+import sys
 import threading
 import time
 import zlib
@@ -64,6 +66,7 @@ _PROTOBUF = "application/x-protobuf"
 _JSON = "application/json"
 _RETRY_AFTER_SECONDS = 1
 _FORWARD_BACKOFF_MAX = 5.0
+_INFLATE_CHUNK = 64 * 1024
 _DROP_REASONS = ("late_span", "max_spans_per_trace", "max_open_runs", "shutdown")   # tail's
 
 
@@ -105,6 +108,7 @@ class ServeOptions:
     max_body_bytes: int = 20 * 1024 * 1024
     forward_timeout: float = 10.0
     shutdown_timeout: float = 30.0
+    read_timeout: float = 30.0   # HTTP: a request's headers and body, idle keep-alive included
     workers: int = 8
     emit_telemetry: bool = True   # log events and metrics to the forward endpoint
 
@@ -231,13 +235,18 @@ def parse_request(body: bytes, content_type: str) -> Any:
             doc = json.loads(body)
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise ValueError(f"not JSON: {exc}") from None
+        except RecursionError:   # the parser recurses per level: [[[[… 100k deep
+            raise ValueError("JSON nested too deeply") from None
         if not isinstance(doc, dict):
             raise ValueError("the JSON body must be an object with resourceSpans")
-        _json_ids(doc, "")
         try:
+            _json_ids(doc, "")
             json_format.ParseDict(doc, request, ignore_unknown_fields=True)
-        except json_format.ParseError as exc:
-            raise ValueError(str(exc)) from None
+        except RecursionError:
+            raise ValueError("JSON nested too deeply for an ExportTraceServiceRequest") from None
+        except (json_format.ParseError, TypeError, AttributeError) as exc:
+            raise ValueError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                             ) from None
         return request
     from google.protobuf.message import DecodeError
 
@@ -481,7 +490,7 @@ class ToolEvalServer:
         self.ready = False
         self.draining = False
         self._grpc_server: Any = None
-        self._http_server: ThreadingHTTPServer | None = None
+        self._http_server: _HttpServer | None = None
         self._http_thread: threading.Thread | None = None
         self.grpc_port: int | None = None
         self.http_port: int | None = None
@@ -582,6 +591,9 @@ class ToolEvalServer:
             self._grpc_server = None
         if self._http_server is not None:
             self._http_server.shutdown()
+            # Connections waiting for a request (idle keep-alive, a request half sent) are
+            # closed: nothing of theirs was accepted. Requests being answered finish.
+            self._http_server.close_waiting()
             self._http_server.server_close()   # joins the request threads (block_on_close)
             self._http_server = None
 
@@ -735,7 +747,10 @@ class ToolEvalServer:
                 code = (grpc.StatusCode.RESOURCE_EXHAUSTED if refused.status == 429
                         else grpc.StatusCode.UNAVAILABLE)
                 context.abort(code, str(refused))
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(refused))
+            message = _one_line(str(refused))
+            _log.warning("otel-tooleval serve: gRPC request from %s refused: INVALID_ARGUMENT "
+                         "%s", context.peer(), message)
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
             raise   # not reached: abort raises
         except Exception as exc:
             _log.exception("otel-tooleval serve: export failed")
@@ -789,7 +804,23 @@ def _retry_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
             ("google.rpc.retryinfo-bin", info.SerializeToString()))
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+    """``text`` for a log line or an error answer: one line, at most ``limit`` characters
+    (parser messages can quote the body)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 class _HttpServer(ThreadingHTTPServer):
+    """``http.server`` with a deadline per request on every connection.
+
+    A connection waiting for the client (for the next request on a keep-alive connection,
+    for the rest of its headers or body) is shut down ``read_timeout`` seconds after the wait
+    began, however slowly bytes trickle in, so no client holds a thread longer; the check runs
+    in ``serve_forever``'s loop. ``close_waiting`` shuts down every waiting connection at once
+    (shutdown). A connection whose request is being answered is not cut.
+    """
+
     daemon_threads = False
     block_on_close = True
     allow_reuse_address = True
@@ -797,14 +828,78 @@ class _HttpServer(ThreadingHTTPServer):
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
                  app: ToolEvalServer) -> None:
         self.app = app
+        self.read_timeout = app.options.read_timeout
+        self._waiting: dict[socket.socket, float] = {}   # connection -> deadline
+        self._waiting_lock = threading.Lock()
+        self._closing = False
         super().__init__(address, handler)
+
+    def wait_for_client(self, conn: socket.socket) -> bool:
+        """``conn`` now waits for its client; False when the server is closing."""
+        with self._waiting_lock:
+            if self._closing:
+                return False
+            self._waiting[conn] = time.monotonic() + self.read_timeout
+            return True
+
+    def take_request(self, conn: socket.socket) -> bool:
+        """``conn`` has a whole request to answer; False when it was cut before."""
+        with self._waiting_lock:
+            return self._waiting.pop(conn, None) is not None
+
+    def forget(self, conn: socket.socket) -> None:
+        with self._waiting_lock:
+            self._waiting.pop(conn, None)
+
+    def service_actions(self) -> None:
+        self._cut(time.monotonic())
+
+    def close_waiting(self) -> None:
+        with self._waiting_lock:
+            self._closing = True
+        self._cut(math.inf)
+
+    def _cut(self, now: float) -> None:
+        # Under the lock, so that a request is either taken or cut, never both.
+        with self._waiting_lock:
+            for conn in [c for c, deadline in self._waiting.items() if deadline <= now]:
+                del self._waiting[conn]
+                try:
+                    conn.shutdown(socket.SHUT_RDWR)   # the reading thread sees the end
+                except OSError:
+                    pass
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        exc = sys.exc_info()[1]
+        if isinstance(exc, OSError):   # a client gone or too slow to read its answer
+            _log.debug("otel-tooleval serve: connection from %s: %s", client_address[0],
+                       _one_line(str(exc) or type(exc).__name__))
+        else:
+            _log.exception("otel-tooleval serve: request from %s failed", client_address[0])
 
 
 class _Handler(BaseHTTPRequestHandler):
     server: _HttpServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        self.connection.settimeout(self.server.read_timeout)   # each operation, writes too
+
+    def finish(self) -> None:
+        self.server.forget(self.connection)
+        super().finish()
+
+    def handle_one_request(self) -> None:
+        if not self.server.wait_for_client(self.connection):
+            self.close_connection = True
+            return
+        super().handle_one_request()
+
     def do_GET(self) -> None:
+        if not self.server.take_request(self.connection):
+            self.close_connection = True
+            return
         if self.path.split("?")[0] not in ("/healthz", "/readyz", "/"):
             self._reply(404, b'{"error": "not found"}', _JSON)
             return
@@ -843,7 +938,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(413, f"body of {length} bytes is over the limit of {limit}",
                         content_type)
             return
-        body = self.rfile.read(length)
+        try:
+            body = self.rfile.read(length)
+        except OSError as exc:   # the socket timeout (TimeoutError) among them
+            body, reason = b"", str(exc) or type(exc).__name__
+        else:
+            reason = f"{len(body)} of {length} bytes"
+        if len(body) < length or not self.server.take_request(self.connection):
+            self.close_connection = True   # not answered: the sender retries
+            _log.warning("otel-tooleval serve: request from %s dropped: body not received "
+                         "within --read-timeout %gs (%s)", self.client_address[0],
+                         self.server.read_timeout, _one_line(reason))
+            return
         try:
             body = _decompress(body, self.headers.get("Content-Encoding"), limit)
         except Refused as refused:
@@ -880,6 +986,10 @@ class _Handler(BaseHTTPRequestHandler):
         encoding."""
         from google.rpc import status_pb2
 
+        message = _one_line(message)
+        if not retry_after:   # one line per rejected request; 429/503 are counted in stats
+            _log.warning("otel-tooleval serve: request from %s refused: %d %s",
+                         self.client_address[0], status, message)
         code = {400: 3, 413: 8, 429: 8, 503: 14}.get(status, 2)
         if content_type == _JSON:
             payload = json.dumps({"code": code, "message": message}).encode()
@@ -903,22 +1013,56 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         return   # no access log on stderr
 
+    def log_error(self, format: str, *args: Any) -> None:
+        # http.server's own rejections (a bad request line, a header timeout): one line.
+        _log.info("otel-tooleval serve: connection from %s: %s", self.client_address[0],
+                  _one_line(format % args))
+
 
 def _decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
+    """The body as sent, inflated: every gzip member (RFC 1952 allows several, and senders
+    that concatenate compressed chunks produce them), never more than ``limit`` bytes out.
+
+    Raises:
+        Refused: 415 for an unknown encoding; 400 for data that does not inflate, a stream
+            that did not end (a cut-off body must not be answered 200 for what it lost) or
+            bytes after the end; 413 past ``limit``.
+    """
     encoding = (encoding or "identity").strip().lower()
     if encoding == "identity":
         return body
     if encoding not in ("gzip", "deflate"):
         raise Refused(f"unsupported Content-Encoding {encoding!r}", status=415)
     wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    out = bytearray()
     inflater = zlib.decompressobj(wbits)
-    try:
-        out = inflater.decompress(body, limit + 1)
-    except zlib.error as exc:
-        raise Refused(f"body is not valid {encoding}: {exc}") from None
-    if len(out) > limit or inflater.unconsumed_tail:
-        raise Refused(f"decompressed body is over the limit of {limit} bytes", status=413)
-    return out
+    pos = 0
+    chunk = b""
+    # Input goes in by chunks so that what is left after a member is never a copy of the
+    # whole rest of the body (many tiny members would make that quadratic).
+    while True:
+        if not chunk:
+            if pos >= len(body):
+                break
+            chunk = body[pos:pos + _INFLATE_CHUNK]
+            pos += len(chunk)
+        if inflater.eof:   # another member follows
+            if encoding == "deflate":
+                raise Refused("bytes after the end of the deflate stream")
+            chunk = chunk.lstrip(b"\0")   # zero padding between members, as gzip(1) allows
+            if not chunk:
+                continue
+            inflater = zlib.decompressobj(wbits)
+        try:
+            out += inflater.decompress(chunk, limit - len(out) + 1)
+        except zlib.error as exc:
+            raise Refused(f"body is not valid {encoding}: {exc}") from None
+        if len(out) > limit:
+            raise Refused(f"decompressed body is over the limit of {limit} bytes", status=413)
+        chunk = inflater.unused_data if inflater.eof else b""
+    if not inflater.eof:
+        raise Refused(f"the {encoding} stream does not end: the body is cut off")
+    return bytes(out)
 
 
 def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, http: str | None,
@@ -941,6 +1085,8 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
                          "or set OTEL_EXPORTER_OTLP_ENDPOINT")
     if decision_wait < 0:
         raise ValueError("--decision-wait: must not be negative")
+    if extra.get("read_timeout", 1.0) <= 0:
+        raise ValueError("--read-timeout: must be more than 0 seconds")
     for flag, value in (("--grpc", grpc), ("--http", http)):
         if value:
             parse_address(value, 0)   # raises ValueError naming the address

@@ -321,13 +321,15 @@ def _free_port() -> int:
 
 
 def test_sigterm_drains_everything_accepted(receiver: OtlpReceiver) -> None:
-    """The CLI under SIGTERM: runs still inside their decision window are graded and sent."""
+    """The CLI under SIGTERM: runs still inside their decision window are graded and sent,
+    while an idle keep-alive connection and a half-sent request are open (a read timeout of
+    60 s must not hold the shutdown)."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", str(CONFIG),
          "--grpc", "off", "--http", f"127.0.0.1:{port}", "--forward", receiver.http_endpoint,
-         "--decision-wait", "120"],
+         "--decision-wait", "120", "--read-timeout", "60"],
         env=env, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 20
@@ -343,8 +345,18 @@ def test_sigterm_drains_everything_accepted(receiver: OtlpReceiver) -> None:
         for start in range(0, len(spans), 20):
             assert post(port, body_of(spans[start:start + 20]))[0] == 200
         assert not roots(receiver), "decided before SIGTERM: the wait is 120 s"
+        keep_alive = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        keep_alive.request("GET", "/healthz")
+        assert keep_alive.getresponse().read()
+        half = _raw(port, b"POST /v1/traces HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")
+        start = time.monotonic()
         process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
+        try:
+            _, err = process.communicate(timeout=20)
+        finally:
+            keep_alive.close()
+            half.close()
+        assert time.monotonic() - start < 20
     finally:
         if process.poll() is None:
             process.kill()
@@ -441,3 +453,214 @@ def test_every_serve_flag_in_the_docs_exists() -> None:
     serve = _parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
     known = {o for action in serve._actions for o in action.option_strings}
     assert flags and flags <= known, flags - known
+
+
+# -- request decoding: gzip, deep and malformed bodies (issue 16, findings 3 and 4) ------------
+
+def _accepted(server: ToolEvalServer) -> int:
+    return int(server.stats().get("accepted_spans", 0))
+
+
+def test_gzip_bodies_are_read_whole_and_cut_streams_refused(
+        serve_factory: Callable[..., ToolEvalServer]) -> None:
+    """A second gzip member is read, not dropped with a 200; a stream without its end is 400."""
+    server = serve_factory(max_body_bytes=64 * 1024, emit_telemetry=False)
+    port = server.http_port or 0
+    spans = demo_spans()
+    first, second = body_of(spans[:10]), body_of(spans[10:])   # concatenated: one request
+    status, _, payload = post(port, gzip.compress(first) + gzip.compress(second),
+                              headers={"Content-Encoding": "gzip"})
+    assert status == 200, payload
+    assert _accepted(server) == len(spans), "every member's spans are accepted"
+    # Zero padding after a member (gzip(1) accepts it) is not an error.
+    assert post(port, gzip.compress(first) + b"\0" * 10,
+                headers={"Content-Encoding": "gzip"})[0] == 200
+    before = _accepted(server)
+    whole = gzip.compress(body_of(spans))
+    import zlib
+    deflated = zlib.compress(body_of(spans))
+    for name, body, encoding in [
+            ("gzip without its trailer", whole[:-8], "gzip"),
+            ("gzip cut in the middle", whole[:len(whole) // 2], "gzip"),
+            ("second member cut", gzip.compress(first) + gzip.compress(second)[:-4], "gzip"),
+            ("garbage after a member", gzip.compress(first) + b"garbage", "gzip"),
+            ("empty gzip", b"", "gzip"),
+            ("deflate without its end", deflated[:-4], "deflate"),
+            ("bytes after the deflate stream", deflated + b"x", "deflate")]:
+        status, _, payload = post(port, body, headers={"Content-Encoding": encoding})
+        assert status == 400, (name, status)
+        assert status_pb2.Status.FromString(payload).message, name
+    assert _accepted(server) == before, "nothing of a refused body is kept"
+    # The bound holds over all members together, however many.
+    member = gzip.compress(b"\0" * 40_000)
+    status, _, _ = post(port, member * 2, headers={"Content-Encoding": "gzip"})
+    assert status == 413
+    tiny = gzip.compress(first[:0])   # many empty members: bounded work, not quadratic
+    assert post(port, tiny * 3000 + gzip.compress(first),
+                headers={"Content-Encoding": "gzip"})[0] == 200
+
+
+def _nested_any_value(depth: int) -> bytes:
+    """An OTLP/protobuf request with one span whose attribute is an array nested ``depth``
+    deep (AnyValue.array_value -> ArrayValue.values -> AnyValue ...), encoded by hand."""
+    def field(number: int, payload: bytes) -> bytes:
+        size, out = len(payload), bytearray()
+        while True:
+            out.append((size & 0x7F) | (0x80 if size > 0x7F else 0))
+            size >>= 7
+            if not size:
+                break
+        return bytes([number << 3 | 2]) + bytes(out) + payload
+    value = field(1, b"x")   # AnyValue.string_value
+    for _ in range(depth):
+        value = field(5, field(1, value))
+    span = (field(1, b"\1" * 16) + field(2, b"\2" * 8) + field(5, b"deep")
+            + field(9, field(1, b"a") + field(2, value)))
+    return field(1, field(2, field(2, span)))
+
+
+def test_deep_and_malformed_bodies_are_400_with_one_log_line(
+        serve_factory: Callable[..., ToolEvalServer], caplog: pytest.LogCaptureFixture) -> None:
+    server = serve_factory(emit_telemetry=False)
+    port = server.http_port or 0
+    deep = 100_000
+
+    def attr_doc(depth: int) -> bytes:
+        value: dict[str, Any] = {"stringValue": "x"}
+        for _ in range(depth):
+            value = {"arrayValue": {"values": [value]}}
+        return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [{
+            "traceId": "1" * 32, "spanId": "2" * 16, "name": "deep",
+            "attributes": [{"key": "a", "value": value}]}]}]}]}).encode()
+
+    bodies = [
+        (b"[" * deep + b"]" * deep, "application/json"),
+        (b'{"resourceSpans": ' + b"[" * deep + b"]" * deep + b"}", "application/json"),
+        (b'{"resourceSpans": ' + b"[" * 500 + b"]" * 500 + b"}", "application/json"),
+        (attr_doc(200), "application/json"),
+        (b'{"resourceSpans": 5}', "application/json"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [null]}]}]}', "application/json"),
+        (b'{"resourceSpans": [{"scopeSpans": [{"spans": [{"startTimeUnixNano": 1'
+         + b"0" * 5000 + b"}]}]}]}", "application/json"),
+        (b'{"a": "\xff\xfe"}', "application/json"),
+        (b"\n\x01", "application/x-protobuf"),
+        (_nested_any_value(500), "application/x-protobuf"),
+    ]
+    caplog.set_level("DEBUG", logger="otel_tooleval")
+    for body, content_type in bodies:
+        caplog.clear()
+        status, _, payload = post(port, body, content_type=content_type)
+        message = (json.loads(payload)["message"] if content_type == "application/json"
+                   else status_pb2.Status.FromString(payload).message)
+        assert status == 400, (body[:40], status, message)
+        assert "\n" not in message and len(message) <= 300, message
+        records = [r for r in caplog.records if r.name.startswith("otel_tooleval")]
+        assert len(records) == 1, [r.getMessage() for r in records]
+        assert records[0].exc_info is None and "\n" not in records[0].getMessage()
+        assert "refused: 400" in records[0].getMessage()
+    status, _, payload = post(port, b"[" * deep + b"]" * deep, content_type="application/json")
+    assert "nested too deeply" in json.loads(payload)["message"]
+    with grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}") as channel:
+        with pytest.raises(grpc.RpcError) as info:
+            channel.unary_unary(EXPORT)(_nested_any_value(500), timeout=5)
+        assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT  # type: ignore[attr-defined]
+    assert _accepted(server) == 0
+    # A shallow nesting is still a request like any other.
+    assert post(port, _nested_any_value(5))[0] == 200
+
+
+# -- HTTP read timeout (issue 16, finding 2 in part) ----------------------------------------------
+
+def _raw(port: int, data: bytes = b"") -> Any:
+    import socket
+
+    sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+    if data:
+        sock.sendall(data)
+    return sock
+
+
+def _closed_after(sock: Any) -> float:
+    """Seconds until the server closes ``sock`` (reads to the end; fails after 5 s)."""
+    start = time.monotonic()
+    try:
+        while sock.recv(4096):
+            pass
+    except TimeoutError:
+        pytest.fail("the server kept the connection open")
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - start
+
+
+def test_read_timeout_closes_slow_half_sent_and_idle_connections(
+        serve_factory: Callable[..., ToolEvalServer], caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level("INFO", logger="otel_tooleval")
+    server = serve_factory(read_timeout=0.6, emit_telemetry=False)
+    port = server.http_port or 0
+    body = body_of(demo_spans()[:3])
+    head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
+            f"Content-Length: {len(body)}\r\n\r\n").encode()
+    opened: list[Any] = []   # closed at the end even when a check fails: stop() waits for them
+    try:
+        # Half a body, then silence: closed, not answered, nothing accepted.
+        half = _raw(port, head + body[:len(body) // 2])
+        opened.append(half)
+        assert 0.3 < _closed_after(half) < 3
+        assert _accepted(server) == 0
+        assert any("body not received" in r.getMessage() for r in caplog.records)
+        # Slowloris: a byte every 0.1 s never lets a per-read timeout fire; the deadline does.
+        slow = _raw(port)
+        opened.append(slow)
+        start = time.monotonic()
+        try:
+            for byte in head:
+                slow.send(bytes([byte]))
+                time.sleep(0.1)
+                assert time.monotonic() - start < 4, "the trickling connection was not closed"
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        else:
+            assert _closed_after(slow) < 3
+        # An idle keep-alive connection after a whole request: closed after the timeout too.
+        idle = _raw(port, head + body)
+        opened.append(idle)
+        response = http.client.HTTPResponse(idle)
+        response.begin()
+        assert response.status == 200 and response.getheader("Connection") != "close"
+        response.read()
+        assert 0.3 < _closed_after(idle) < 3
+    finally:
+        for sock in opened:
+            sock.close()
+    assert post(port, body)[0] == 200   # the server itself is fine
+    assert _accepted(server) == 2 * 3
+
+
+def test_stop_finishes_while_connections_wait(
+        receiver: OtlpReceiver, serve_factory: Callable[..., ToolEvalServer]) -> None:
+    """An idle keep-alive and a half-sent request do not hold stop() (SIGTERM) up, even with
+    a long read timeout; everything answered 200 is forwarded."""
+    server = serve_factory(read_timeout=60, emit_telemetry=False, decision_wait=60)
+    port = server.http_port or 0
+    spans = demo_spans()
+    body = body_of(spans)
+    keep_alive = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    keep_alive.request("POST", "/v1/traces", body=body,
+                       headers={"Content-Type": "application/x-protobuf"})
+    assert keep_alive.getresponse().status == 200
+    half = _raw(port, b"POST /v1/traces HTTP/1.1\r\nContent-Length: 100\r\n\r\nabc")
+    done: list[bool] = []
+    stopper = threading.Thread(target=lambda: done.append(server.stop(timeout=20)))
+    start = time.monotonic()
+    try:
+        stopper.start()
+        stopper.join(10)
+        assert done == [True], "stop() waited for connections that sent no request"
+        assert time.monotonic() - start < 10
+    finally:
+        keep_alive.close()
+        half.close()
+        stopper.join(30)
+    assert sorted(s["span_id"] for s in receiver.spans()) == sorted(
+        f"{s.context.span_id:016x}" for s in spans)
