@@ -446,3 +446,21 @@ def test_limits_apply_inside_only_and_are_restored_after_an_exception() -> None:
             raise RuntimeError
         assert max_match_chars() == 100
     assert max_match_chars() == DEFAULT_MAX_MATCH_CHARS
+
+
+def test_a_lone_surrogate_in_a_value_is_matched_not_raised() -> None:
+    """RE2 reads UTF-8, which has no lone surrogates (a broken "\\ud800" in a span's JSON): the
+    adapter matches them as U+FFFD instead of letting UnicodeEncodeError end the grader. (A
+    guard for the RE2 change itself: Python's re never raised here.)"""
+    cfg = load_config({"graders": [
+        {"name": "result", "type": "tool-calls",
+         "config": {"required": [{"name": "fetch", "result": "^ok .* done$"}]}},
+        {"name": "regex", "kind": "tool", "function": "regex_match", "extractor": "tool_output",
+         "extractor_config": {"tool_name": "fetch"}, "ground_truth": "(o)k"}]})
+    text = "ok \ud800 done"
+    report = grade_run(run_of([call("fetch", {"url": text}, text)], cfg.policy), cfg)
+    assert report is not None
+    assert [(r.passed, r.error) for r in report.results] == [(True, None), (True, None)]
+    long_text = "x" * (2 * DEFAULT_MAX_MATCH_CHARS) + text    # the truncated path as well
+    with grading_limits(DEFAULT_MAX_MATCH_CHARS):
+        assert search(compile_user("\ufffd done$"), long_text) is not None
