@@ -69,12 +69,13 @@ class UserRegex:
 
     def test(self, text: str, pos: int = 0, endpos: int | None = None) -> bool:
         """Whether ``search`` would find a match (faster: no groups are computed)."""
-        if self._raw is not None and pos == 0 and endpos is None:
+        if self._raw is not None and pos <= 1 and endpos is None:
             try:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:
                 data = _encodable(text).encode("utf-8")
-            return bool(self._raw.Match(_UNANCHORED, data, 0, len(data))[0] != _NULL_SPAN)
+            start = len(text[:pos].encode("utf-8", "surrogatepass"))   # 0, or one character
+            return bool(self._raw.Match(_UNANCHORED, data, start, len(data))[0] != _NULL_SPAN)
         return self._call(self._tester.search, text, pos, endpos) is not None
 
     def search(self, text: str, pos: int = 0, endpos: int | None = None) -> RegexMatch | None:
