@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -28,7 +27,12 @@ from pydantic import (
 )
 
 from .graders import REGISTRY
-from .graders.matching import DEFAULT_GRADING_BUDGET_MS, DEFAULT_MAX_MATCH_CHARS, compile_safe
+from .graders.matching import (
+    DEFAULT_GRADING_BUDGET_MS,
+    DEFAULT_MAX_MATCH_CHARS,
+    UserRegex,
+    compile_user,
+)
 from .graders.registry import (
     BuildContext,
     ConfigProblems,
@@ -68,7 +72,7 @@ class ConfigError(ValueError):
 
 
 def _pattern(value: str) -> str:
-    compile_safe(value)   # ValueError: does not compile, or backtracks exponentially
+    compile_user(value)   # ValueError: RE2 cannot run it
     return value
 
 
@@ -277,8 +281,8 @@ def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
                             grader), []
 
 
-def _compile_all(patterns: list[str]) -> tuple[re.Pattern[str], ...]:
-    return tuple(re.compile(p) for p in patterns)
+def _compile_all(patterns: list[str]) -> tuple[UserRegex, ...]:
+    return tuple(compile_user(p) for p in patterns)
 
 
 def config_from_mapping(data: Any, source: str | None = None, *,
@@ -328,7 +332,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
     named_root = runs.root in ("auto", "local_root", "agent")
     policy = RunPolicy(
         root=runs.root if named_root else "pattern",
-        root_pattern=None if named_root else re.compile(runs.root),
+        root_pattern=None if named_root else compile_user(runs.root),
         nested_agents=runs.nested_agents,
         agent_span_names=_compile_all(runs.agent_span_names),
         ignore_tools=_compile_all(runs.ignore_tools),

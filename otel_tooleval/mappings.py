@@ -8,20 +8,19 @@ step) or a ``tool`` call, and where that call's name, arguments, result and id a
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
 from .conventions.spec import AGENT, MODEL, TOOL, ToolConvention
 from .conventions.user import SPAN_NAME, UserConvention, UserConventions
-from .graders.matching import compile_safe
+from .graders.matching import UserRegex, compile_user
 
 __all__ = ["ConventionEntry", "RunMapping", "ToolMapping", "compile_conventions"]
 
 
 def _pattern(value: str) -> str:
-    compile_safe(value)   # ValueError: does not compile, or backtracks exponentially
+    compile_user(value)   # ValueError: RE2 cannot run it
     return value
 
 
@@ -106,16 +105,16 @@ def _keys(value: Keys) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _group_of(pattern: re.Pattern[str]) -> Any:
+def _group_of(pattern: UserRegex) -> Any:
     def name_from(span_name: str) -> str:
         match = pattern.search(span_name)
-        return match.group("name") if match is not None and match.group("name") else span_name
+        return (match.group("name") if match is not None else None) or span_name
     return name_from
 
 
 def compile_entry(index: int, entry: ConventionEntry) -> UserConvention:
     label = f"conventions[{index}]"
-    pattern = re.compile(entry.span_name) if entry.span_name is not None else None
+    pattern = compile_user(entry.span_name) if entry.span_name is not None else None
     grouped = pattern is not None and "name" in pattern.groupindex
     required: tuple[str, ...] = ()
     tool = None

@@ -30,6 +30,7 @@ from .conventions.calls import tool_call
 from .conventions.registry import NOT_MODELS
 from .conventions.user import UserConventions
 from .model import AgentRun, SpanRecord, ToolCall
+from .user_regex import UserRegex
 
 __all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
 
@@ -47,10 +48,10 @@ class RunPolicy:
     """
 
     root: str = "auto"
-    root_pattern: re.Pattern[str] | None = None
+    root_pattern: UserRegex | None = None
     nested_agents: str = "merge"
-    agent_span_names: tuple[re.Pattern[str], ...] = ()
-    ignore_tools: tuple[re.Pattern[str], ...] = ()
+    agent_span_names: tuple[UserRegex, ...] = ()
+    ignore_tools: tuple[UserRegex, ...] = ()
     server_attributes: tuple[str, ...] = ("mcp.server.name", "gen_ai.tool.server.name",
                                           "server.address")
     max_calls_per_run: int = 10_000
@@ -105,11 +106,11 @@ class RunPolicy:
         return any(p.fullmatch(tool_name) for p in self.ignore_tools)
 
 
-def _matches_name(pattern: re.Pattern[str], attrs: Mapping[str, Any], name: str) -> bool:
-    if pattern.search(name):
+def _matches_name(pattern: UserRegex, attrs: Mapping[str, Any], name: str) -> bool:
+    if pattern.test(name):
         return True
     agent = attrs.get("gen_ai.agent.name") or attrs.get("agent.name")
-    return bool(agent) and bool(pattern.search(str(agent)))
+    return bool(agent) and pattern.test(str(agent))
 
 
 def _sort_key(record: SpanRecord) -> tuple[int, float, int]:

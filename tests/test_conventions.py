@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +11,7 @@ import pytest
 from otel_tooleval.conventions import decode_value, is_agent_span, is_model_span, tool_name_of
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run, find_runs
+from otel_tooleval.user_regex import compile_user
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "spans"   # recorded runs, kept in the repo
 
@@ -145,7 +145,7 @@ def test_ignore_tools() -> None:
     root = SpanRecord(1, 1, 0, "r", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
     spans = [SpanRecord(1, 2 + i, 1, n, i, i + 1, {"gen_ai.tool.name": n})
              for i, n in enumerate(["search", "final_result", "final_answer"])]
-    policy = RunPolicy(ignore_tools=(re.compile("final_result"), re.compile("final_a.*")))
+    policy = RunPolicy(ignore_tools=(compile_user("final_result"), compile_user("final_a.*")))
     assert [c.name for c in build_run(root, spans, policy).calls] == ["search"]
 
 
@@ -277,9 +277,9 @@ def test_root_modes() -> None:
     assert roots(records) == ["invoke_agent a"]
     assert roots(records, RunPolicy(root="local_root")) == ["GET /x"]
     assert roots(records, RunPolicy(root="agent")) == ["invoke_agent a"]
-    assert roots(records, RunPolicy(root="pattern", root_pattern=re.compile("planner"))) == [
+    assert roots(records, RunPolicy(root="pattern", root_pattern=compile_user("planner"))) == [
         "my_planner"]
-    named = RunPolicy(agent_span_names=(re.compile("^my_planner$"),))
+    named = RunPolicy(agent_span_names=(compile_user("^my_planner$"),))
     assert roots(records, named) == ["invoke_agent a", "my_planner"]
 
 

@@ -15,12 +15,12 @@ entry fits costs one dict lookup more than without a mapping.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from ..model import SpanRecord
+from ..user_regex import UserRegex
 from ..values import as_text
 from .spec import ToolConvention
 
@@ -48,7 +48,7 @@ class UserConvention:
     label: str
     kind: int
     scope: str | None = None
-    span_name: re.Pattern[str] | None = None
+    span_name: UserRegex | None = None
     equals: tuple[tuple[str, Any], ...] = ()
     required: tuple[str, ...] = ()
     tool: ToolConvention | None = None
@@ -56,7 +56,7 @@ class UserConvention:
 
     def fits_name(self, scope: str, name: str) -> bool:
         return (self.scope is None or scope.startswith(self.scope)) and (
-            self.span_name is None or self.span_name.search(name) is not None)
+            self.span_name is None or self.span_name.test(name))
 
     def fits_attributes(self, attrs: Mapping[str, Any]) -> bool:
         for key in self.required:
@@ -71,8 +71,9 @@ class UserConvention:
         """The span's name, or the ``name`` group of the entry's regex when it has one."""
         if self.span_name is not None and "name" in self.span_name.groupindex:
             match = self.span_name.search(span_name)
-            if match is not None and match.group("name"):
-                return match.group("name")
+            name = match.group("name") if match is not None else None
+            if name:
+                return name
         return span_name
 
 

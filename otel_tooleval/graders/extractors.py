@@ -11,7 +11,6 @@ last assistant text), so ``last_assistant`` is always the last of ``all_assistan
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Literal
@@ -29,7 +28,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, ToolCall, text_of
-from .matching import compile_safe, search
+from .matching import UserRegex, compile_user, search
 from .registry import ConfigProblems, Problem, problems_from_validation
 
 __all__ = ["EXTRACTORS", "Extraction", "Extractor", "assistant_texts", "build_extractor"]
@@ -196,7 +195,7 @@ class PatternExtractor(Extractor):
     name = "pattern"
     pattern: StrictStr
     group: int | str = 0
-    _compiled: re.Pattern[str] = PrivateAttr()
+    _compiled: UserRegex = PrivateAttr()
 
     @field_validator("group", mode="before")
     @classmethod
@@ -208,7 +207,7 @@ class PatternExtractor(Extractor):
     @field_validator("pattern")
     @classmethod
     def _compiles(cls, value: str) -> str:
-        compile_safe(value)   # ValueError: does not compile, or backtracks exponentially
+        compile_user(value)   # ValueError: RE2 cannot run it
         return value
 
     @field_validator("group")
@@ -217,7 +216,7 @@ class PatternExtractor(Extractor):
         pattern = info.data.get("pattern")
         if pattern is None:
             return value
-        compiled = re.compile(pattern)
+        compiled = compile_user(pattern)
         if isinstance(value, int) and not 0 <= value <= compiled.groups:
             raise ValueError(f"the pattern has {compiled.groups} group(s); group must be "
                              f"between 0 and {compiled.groups}")
@@ -227,7 +226,7 @@ class PatternExtractor(Extractor):
         return value
 
     def model_post_init(self, context: Any, /) -> None:
-        self._compiled = re.compile(self.pattern)
+        self._compiled = compile_user(self.pattern)
 
     def extract(self, run: AgentRun) -> Extraction:
         texts = assistant_texts(run)

@@ -6,7 +6,6 @@ passes when every check holds and scores the fraction that hold.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +21,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .matching import compile_safe, max_match_chars, search
+from .matching import UserRegex, compile_user, matches, max_match_chars
 from .registry import (
     CONFIGURATION_ERROR,
     ConfigProblems,
@@ -38,8 +37,8 @@ __all__ = ["ToolCallsGrader", "ToolCallsParams", "ToolMatch"]
 TYPE = "tool-calls"
 
 
-def _compile(pattern: str) -> re.Pattern[str]:
-    return compile_safe(pattern)
+def _compile(pattern: str) -> UserRegex:
+    return compile_user(pattern)
 
 
 class _Match(BaseModel):
@@ -148,12 +147,12 @@ class _Matcher:
 
     def __init__(self, spec: SequenceMatch | DisallowedMatch | ToolMatch) -> None:
         self.spec = spec
-        self.name = re.compile(spec.name)
-        self.command = re.compile(spec.command) if spec.command is not None else None
-        self.path = re.compile(spec.path) if spec.path is not None else None
-        self.args = {k: re.compile(v) for k, v in (spec.args or {}).items()}
+        self.name = compile_user(spec.name)
+        self.command = compile_user(spec.command) if spec.command is not None else None
+        self.path = compile_user(spec.path) if spec.path is not None else None
+        self.args = {k: compile_user(v) for k, v in (spec.args or {}).items()}
         result = getattr(spec, "result", None)
-        self.result = re.compile(result) if result is not None else None
+        self.result = compile_user(result) if result is not None else None
         filters = [k for k in ("command", "path", "args", "result") if getattr(spec, k, None)]
         self.label = spec.name + (f" (with {', '.join(filters)})" if filters else "")
         # Arguments that must hold a string (command, path), and every argument filter in the
@@ -188,11 +187,11 @@ class _Matcher:
                 return False    # no argument to match (as ``ToolCall.argument`` finds)
             for key, pattern in self.filters:
                 value = args.get(key)
-                if not isinstance(value, str) or not search(pattern, value):
+                if not isinstance(value, str) or not matches(pattern, value):
                     return False
         if self.result is not None:
             text = call.result_text
-            if text is None or not search(self.result, text):
+            if text is None or not matches(self.result, text):
                 return False
         return True
 
@@ -261,7 +260,7 @@ class ToolCallsGrader:
             matching = known.get(name) if len(name) <= whole else None
             if matching is None:
                 matching = tuple(k for k, m in enumerate(self.matchers)
-                                 if search(m.name, name) is not None)
+                                 if matches(m.name, name))
                 if len(name) <= whole and len(known) < _MAX_REMEMBERED_NAMES:
                     known[name] = matching
             for k in matching:

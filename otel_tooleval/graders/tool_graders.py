@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -22,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr
 from ..model import AgentRun, GradeResult, text_of
 from .custom import CustomGrader, load_reference, registered_grader
 from .extractors import EXTRACTORS, Extraction, Extractor, build_extractor
-from .matching import compile_safe, search, unsafe_reason
+from .matching import UserRegex, compile_user, matches, unsupported_reason
 from .registry import (
     CONFIGURATION_ERROR,
     ConfigProblems,
@@ -67,7 +66,7 @@ class _Verdict:
     details: Mapping[str, Any]
 
 
-def _exact_match(text: str, truth: str, pattern: re.Pattern[str] | None,
+def _exact_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     if extractor.writes_json:
         # Arguments JSON is our own serialisation: compare values, not key order or spacing.
@@ -82,17 +81,17 @@ def _exact_match(text: str, truth: str, pattern: re.Pattern[str] | None,
                     else "does not exactly match the ground truth{gt}", {"compared": "text"})
 
 
-def _contains(text: str, truth: str, pattern: re.Pattern[str] | None,
+def _contains(text: str, truth: str, pattern: UserRegex | None,
               extractor: Extractor) -> _Verdict:
     ok = truth.casefold() in text.casefold()
     return _Verdict(ok, "contains the ground truth{gt}, ignoring case" if ok
                     else "does not contain the ground truth{gt}, ignoring case", {})
 
 
-def _regex_match(text: str, truth: str, pattern: re.Pattern[str] | None,
+def _regex_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     assert pattern is not None
-    ok = search(pattern, text) is not None
+    ok = matches(pattern, text)
     return _Verdict(ok, "matches the ground-truth pattern{gt}" if ok
                     else "does not match the ground-truth pattern{gt}", {})
 
@@ -101,7 +100,7 @@ def _is_printable(ch: str) -> bool:
     return " " <= ch <= "~" or ch in "\n\r"
 
 
-def _ascii_printable_only(text: str, truth: str, pattern: re.Pattern[str] | None,
+def _ascii_printable_only(text: str, truth: str, pattern: UserRegex | None,
                           extractor: Extractor) -> _Verdict:
     offsets = [i for i, ch in enumerate(text) if not _is_printable(ch)]
     if not offsets:
@@ -112,7 +111,7 @@ def _ascii_printable_only(text: str, truth: str, pattern: re.Pattern[str] | None
                      "code_points": [f"U+{ord(text[i]):04X}" for i in offsets[:20]]})
 
 
-_Compare = Callable[[str, str, "re.Pattern[str] | None", Extractor], _Verdict]
+_Compare = Callable[[str, str, "UserRegex | None", Extractor], _Verdict]
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,7 +169,7 @@ class ToolGrader:
 
     def __init__(self, name: str, params: ToolGraderParams, extractor: Extractor,
                  builtin: _Builtin | None, custom: CustomGrader | None,
-                 static_pattern: re.Pattern[str] | None, include_values: bool,
+                 static_pattern: UserRegex | None, include_values: bool,
                  ground_truth_attribute: str) -> None:
         self.name = name
         self.params = params
@@ -237,24 +236,16 @@ class ToolGrader:
             assert truth.text is not None
             pattern = self.static_pattern if truth.origin == "config" else None
             if pattern is None:
-                try:
-                    pattern = re.compile(truth.text)
-                except (re.error, RecursionError, OverflowError) as exc:
-                    msg = getattr(exc, "msg", None) or type(exc).__name__
-                    pos = getattr(exc, "pos", None)
-                    where = f" at position {pos}" if pos is not None else ""
+                reason = unsupported_reason(truth.text)
+                if reason is not None:
+                    invalid = reason.startswith("not a valid")
+                    says = reason if invalid else f"a regular expression that was not run: {reason}"
                     return self._result(0.0, (
                         f"The ground truth from run attribute {self.ground_truth_attribute!r} is "
-                        f"not a valid regular expression ({msg}{where}); fix the run's "
-                        "value."), {**self._details(Extraction(None, "not extracted"), truth),
-                                    "invalid_pattern": True})
-                unsafe = unsafe_reason(truth.text)
-                if unsafe is not None:
-                    return self._result(0.0, (
-                        f"The ground truth from run attribute {self.ground_truth_attribute!r} is "
-                        f"a regular expression that was not run: {unsafe}."),
+                        f"{says}; fix the run's value."),
                         {**self._details(Extraction(None, "not extracted"), truth),
-                         "invalid_pattern": True, "unsafe_pattern": True})
+                         "invalid_pattern": True, "unsupported_pattern": not invalid})
+                pattern = compile_user(truth.text)
         extraction = self.extractor.extract(run)
         details = self._details(extraction, truth)
         if extraction.text is None:
@@ -369,7 +360,7 @@ def build_tool_grader(entry: Mapping[str, Any], name: str, include_values: bool,
                                     f"{params.function} takes no ground truth; remove the key"))
         elif params.function == "regex_match":
             try:
-                static_pattern = compile_safe(params.ground_truth)
+                static_pattern = compile_user(params.ground_truth)
             except ValueError as exc:
                 problems.append(Problem(("ground_truth",), str(exc)))
     if ("ground_truth_attribute" in params.model_fields_set and builtin is not None
