@@ -27,11 +27,15 @@ CONFIG = "graders:\n  - {name: order, type: tool-call-order, threshold: 0.0, " \
 MIB = 1 << 20
 DEFAULT_LIMIT = 64 * MIB
 RSS_BOUND_MIB = 200
-# The grade process with its imports, measured where the test runs; printed on stderr last.
+# The grade process's own peak RSS (VmHWM: ru_maxrss would include the parent's RSS at fork,
+# kept across exec), printed on stderr last.
 CHILD = """
-import atexit, resource, sys
-atexit.register(lambda: sys.stderr.write(
-    f"\\nmaxrss_kib {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}\\n"))
+import atexit, sys
+def peak():
+    with open("/proc/self/status") as status:
+        kib = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    sys.stderr.write(f"\\nmaxrss_kib {kib}\\n")
+atexit.register(peak)
 from otel_tooleval.cli import main
 sys.exit(main(sys.argv[1:]))
 """
