@@ -25,6 +25,7 @@ __all__ = ["proto_records", "record_from_proto"]
 
 _new = tuple.__new__  # SpanRecord._make without its length check
 _MAX_MESSAGE = 1 << 28  # 256 MiB: larger sizes are garbage, not a message
+_MAX_EMPTY_RUN = 1024   # empty messages in a row taken for zeros, not messages
 _REMOTE = 0x300
 _STATUS_ERROR = 2
 
@@ -123,7 +124,7 @@ def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None], *
     limit = max_message_bytes
     request_class = _request_class()
     framing, stream = _detect(stream, name, request_class, limit)
-    offset, number = 0, 0
+    offset, number, empty = 0, 0, 0
     while True:
         number += 1
         try:
@@ -140,6 +141,20 @@ def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None], *
                 raise InputError(f"{name}: message {number} at byte {offset}: longer than "
                                  f"{limit} bytes ({size}), the limit (--max-line-bytes N "
                                  f"raises it)")
+            if size == 0:
+                # No exporter writes an empty batch; a run of them is zeros (a file
+                # preallocated, or left by a crash), read 4 bytes at a time otherwise: a
+                # gzip bomb of zeros took minutes per GiB.
+                empty += 1
+                if empty == _MAX_EMPTY_RUN:
+                    report(f"message {number - empty + 1} at byte "
+                           f"{offset - len(header) * (empty - 1)}: {empty} empty messages in "
+                           f"a row (zero bytes, not messages); the rest of the input is "
+                           f"skipped")
+                    return
+                offset += len(header)
+                continue
+            empty = 0
             body = _read_exact(stream, size)
         except READ_ERRORS as exc:
             report(f"message {number} at byte {offset}: cannot read further: {exc}")

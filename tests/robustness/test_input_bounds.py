@@ -14,6 +14,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -194,3 +195,33 @@ def test_max_line_bytes_bounds_a_protobuf_message(
         "raises it)")
     assert main(["grade", str(proto), "-c", config, "--max-line-bytes", "1155",
                  "--allow-input-problems"]) in (0, 1)
+
+
+def test_zeros_where_protobuf_messages_belong_end_the_input_quickly(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Zeros read as empty messages 4 bytes at a time: 64 MiB of them took 45 s; a gzip bomb of
+    # zeros would hang a CI job for most of an hour. A run of 1024 is taken for zeros.
+    proto = (ROOT / "tests/data/files/traces.otlp.pb").read_bytes()
+    zeros = tmp_path / "zeros.pb.gz"
+    with zeros.open("wb") as out:
+        out.write(gzip.compress(proto))
+        out.write(gzip.compress(bytes(64 * MIB)))
+    started = time.monotonic()
+    assert main(["grade", str(zeros), "-c", str(_config(tmp_path))]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[1] == (f"otel-tooleval: {zeros}: message 9 at byte {len(proto)}: 1024 empty "
+                      "messages in a row (zero bytes, not messages); the rest of the input "
+                      "is skipped")
+    # A few empty messages between real ones are read past, as before.
+    few = tmp_path / "few.pb"
+    few.write_bytes(proto[:1104] + bytes(12) + proto[1104:])
+    again = tmp_path / "again.json"
+    report = tmp_path / "report.json"
+    assert main(["grade", str(few), "-c", str(_config(tmp_path)), "-f", "json", "-o",
+                 str(again), "--allow-input-problems"]) in (0, 1)
+    plain = tmp_path / "plain.pb"
+    plain.write_bytes(proto)
+    assert main(["grade", str(plain), "-c", str(_config(tmp_path)), "-f", "json", "-o",
+                 str(report), "--allow-input-problems"]) in (0, 1)
+    assert json.loads(again.read_text()) == json.loads(report.read_text())
