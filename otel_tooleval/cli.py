@@ -15,7 +15,7 @@ from ._version import __version__
 from .config import ConfigError, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
 from .model import RunReport
-from .readers.source import FORMATS
+from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 __all__ = ["main"]
 
@@ -70,7 +70,8 @@ def _grade(args: argparse.Namespace) -> int:
 
     try:
         outcome = grade_files(args.files, config, input_format=args.input_format,
-                              group_by=args.group_by, on_problem=problem)
+                              group_by=args.group_by, on_problem=problem,
+                              max_line_bytes=args.max_line_bytes)
     except InputError as exc:
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
@@ -153,7 +154,7 @@ def _inspect(args: argparse.Namespace) -> int:
 
     try:
         found = inspect_files(args.files, config, input_format=args.input_format,
-                              on_problem=problem)
+                              on_problem=problem, max_line_bytes=args.max_line_bytes)
     except InputError as exc:
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
@@ -270,6 +271,20 @@ def _count(text: str) -> int:
     return value
 
 
+def _positive(text: str) -> int:
+    value = _count(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return value
+
+
+def _max_line_bytes(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--max-line-bytes", type=_positive, default=DEFAULT_MAX_LINE_BYTES, metavar="N",
+        help="the longest JSON line or single JSON document read; a longer one is unreadable "
+             f"input, exit 2 (default {DEFAULT_MAX_LINE_BYTES}: 64 MiB)")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="otel-tooleval",
@@ -298,6 +313,7 @@ def _parser() -> argparse.ArgumentParser:
                        default="table")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    _max_line_bytes(grade)
     grade.add_argument("--allow-input-problems", action="store_true",
                        help="exit by the verdicts even when malformed parts of the input were "
                             "skipped (default: exit 2)")
@@ -323,6 +339,7 @@ def _parser() -> argparse.ArgumentParser:
                          help="config whose runs: section cuts the runs (default: defaults)")
     inspect.add_argument("--format", "-f", choices=["table", "json"], default="table")
     inspect.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
+    _max_line_bytes(inspect)
     inspect.set_defaults(func=_inspect)
     serve = sub.add_parser(
         "serve", help="an OTLP trace receiver that grades agent runs and forwards the traces",

@@ -2,6 +2,15 @@
 
 from __future__ import annotations
 
-from .readers import FORMATS, InputError, InputProblem, ProblemSink, iter_traces, read_records
+from .readers import (
+    DEFAULT_MAX_LINE_BYTES,
+    FORMATS,
+    InputError,
+    InputProblem,
+    ProblemSink,
+    iter_traces,
+    read_records,
+)
 
-__all__ = ["FORMATS", "InputError", "InputProblem", "ProblemSink", "iter_traces", "read_records"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "InputError", "InputProblem", "ProblemSink",
+           "iter_traces", "read_records"]

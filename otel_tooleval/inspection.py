@@ -23,7 +23,7 @@ from typing import Any
 from .config import ToolEvalConfig, config_from_mapping
 from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .conventions.calls import tool_row
-from .files import InputError, InputProblem, iter_traces, read_records
+from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
 from .suggestion import SpanShapes, suggest_conventions
 from .trajectory import build_run, find_runs
@@ -197,11 +197,13 @@ def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: In
 
 def inspect_files(paths: Iterable[str], config: ToolEvalConfig | None = None, *,
                   input_format: str | None = None,
-                  on_problem: Callable[[InputProblem], None] | None = None) -> Inspection:
+                  on_problem: Callable[[InputProblem], None] | None = None,
+                  max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Inspection:
     """Read every file (``-`` is standard input) as ``grade`` does, and inspect each trace.
 
     Raises:
-        files.InputError: a file cannot be read at all, or gave problems and not one span.
+        files.InputError: a file cannot be read at all, has a JSON line or document longer
+            than ``max_line_bytes``, or gave problems and not one span.
     """
     config = config if config is not None else default_config()
     out = Inspection()
@@ -220,7 +222,8 @@ def inspect_files(paths: Iterable[str], config: ToolEvalConfig | None = None, *,
     for path in paths:
         out.files.append(path)
         spans_before, problems_before = out.spans, len(out.problems)
-        records = read_records(path, input_format=input_format, on_problem=problem)
+        records = read_records(path, input_format=input_format, on_problem=problem,
+                               max_line_bytes=max_line_bytes)
         for trace in iter_traces(counted(records)):
             trace_ids.add(trace[0].trace_id)
             inspect_trace(trace, config, out)

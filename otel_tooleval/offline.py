@@ -15,7 +15,7 @@ from typing import Any, TextIO
 
 from .aggregate import aggregate
 from .config import ToolEvalConfig
-from .files import InputError, InputProblem, iter_traces, read_records
+from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .grading import grade_records
 from .model import RunReport, SpanRecord
 
@@ -83,11 +83,13 @@ def _ids(ids: Sequence[int], most: int = 5) -> str:
 def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
                 input_format: str | None = None, group_by: str | None = None,
                 progress: TextIO | None = None,
-                on_problem: Callable[[InputProblem], None] | None = None) -> GradeOutcome:
+                on_problem: Callable[[InputProblem], None] | None = None,
+                max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> GradeOutcome:
     """Read, cut and grade every file (``-`` is standard input); then aggregate.
 
     Raises:
-        files.InputError: a file cannot be read at all, or gave problems and not one span
+        files.InputError: a file cannot be read at all, has a JSON line or document longer
+            than ``max_line_bytes``, or gave problems and not one span
             (malformed lines among good ones are only reported).
     """
     outcome = GradeOutcome()
@@ -100,7 +102,8 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
 
     for path in paths:
         spans_before, problems_before = outcome.spans, len(outcome.problems)
-        records = read_records(path, input_format=input_format, on_problem=problem)
+        records = read_records(path, input_format=input_format, on_problem=problem,
+                               max_line_bytes=max_line_bytes)
 
         def detached(spans: list[SpanRecord], path: str = path) -> None:
             problem(InputProblem(path, None, detached_message(spans)))

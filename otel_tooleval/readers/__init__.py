@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .problems import InputError, InputProblem, ProblemSink
 from .reader import read_records
-from .source import FORMATS
+from .source import DEFAULT_MAX_LINE_BYTES, FORMATS
 from .traces import iter_traces
 
-__all__ = ["FORMATS", "InputError", "InputProblem", "ProblemSink", "iter_traces", "read_records"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "InputError", "InputProblem", "ProblemSink", "iter_traces", "read_records"]

@@ -4,6 +4,8 @@ them) or one document, possibly pretty-printed over many lines; OTLP/JSON or Jae
 JSON lines are parsed one line at a time, so memory follows the longest line, not the file.
 A single document is loaded whole. The two are told apart by the first line: a line that
 parses on its own (or a malformed first line followed by one that does) means JSON lines.
+A line or document longer than ``max_line_bytes`` stops the input with an ``InputError``
+before it is held: memory stays bounded whatever a file (or a gzip bomb) holds.
 """
 
 from __future__ import annotations
@@ -18,9 +20,9 @@ from ..model import SpanRecord
 from .jaeger import jaeger_records
 from .otlp_json import otlp_records
 from .problems import InputError, where
-from .source import READ_ERRORS
+from .source import DEFAULT_MAX_LINE_BYTES, READ_ERRORS
 
-__all__ = ["document_records", "json_records"]
+__all__ = ["document_records", "json_records", "too_long"]
 
 try:  # optional: about twice as fast as the standard library on large lines
     import orjson
@@ -88,56 +90,114 @@ def _at_line(report: Report, line: int | None) -> Callable[[str], None]:
     return at_line
 
 
-def _lines(stream: IO[bytes], report: Report) -> Iterator[tuple[int, bytes]]:
-    """Numbered lines; a read error mid-way is reported and ends the input."""
-    number = 0
-    lines = iter(stream)
+_PIECE = 1 << 20  # a long line is read in pieces of this size, its length checked after each
+
+
+def too_long(name: str, line: int | None, what: str, limit: int) -> InputError:
+    """The error for a line or document over ``limit`` bytes."""
+    return InputError(f"{where(name, line)}: {what} longer than {limit} bytes, the limit "
+                      f"(--max-line-bytes N raises it)")
+
+
+def _read_line(readline: Callable[[int], bytes], limit: int) -> bytes | None:
+    """The next line (b"" at the end), or None when it is longer than ``limit`` bytes (then
+    only about ``limit`` bytes of it were held)."""
+    line = readline(_PIECE)
+    if len(line) < _PIECE or line.endswith(b"\n"):
+        return line
+    pieces, size = [line], len(line)
+    while True:
+        piece = readline(_PIECE)
+        size += len(piece)
+        if size > limit:
+            return None
+        pieces.append(piece)
+        if len(piece) < _PIECE or piece.endswith(b"\n"):
+            return b"".join(pieces)
+
+
+def _lines(stream: IO[bytes], name: str, report: Report, limit: int, first: int = 1
+           ) -> Iterator[tuple[int, bytes]]:
+    """Numbered lines, the first numbered ``first``; a read error mid-way is reported and
+    ends the input.
+
+    Raises:
+        InputError: a line longer than ``limit`` bytes.
+    """
+    number = first - 1
+    readline = stream.readline
     while True:
         try:
-            line = next(lines)
-        except StopIteration:
-            return
+            line = _read_line(readline, limit)
         except READ_ERRORS as exc:
             report(number + 1, f"cannot read further: {exc}; the rest of the input is skipped")
             return
         number += 1
+        if line is None or len(line) > limit:
+            raise too_long(name, number, "a line", limit)
+        if not line:
+            return
         yield number, line
 
 
-def _next_content(lines: Iterator[tuple[int, bytes]], seen: list[bytes]
-                  ) -> tuple[int, bytes] | None:
+def _next_content(lines: Iterator[tuple[int, bytes]], seen: list[bytes], held: list[int],
+                  name: str, limit: int) -> tuple[int, bytes] | None:
+    """The next line that is not blank; every line on the way is kept in ``seen`` (a document
+    may span them), blank lines before the first content only counted.
+
+    Raises:
+        InputError: what is kept grows over ``limit`` bytes.
+    """
     for number, line in lines:
-        seen.append(line)
         if not line.isspace():
+            seen.append(line)
+            held[0] += len(line)
+            if held[0] > limit:
+                raise too_long(name, None, "a JSON document", limit)
             return number, line
+        if seen:
+            seen.append(line)
+            held[0] += len(line)
+            if held[0] > limit:
+                raise too_long(name, None, "a JSON document", limit)
     return None
 
 
-def json_records(stream: IO[bytes], name: str, input_format: str | None, report: Report
+def json_records(stream: IO[bytes], name: str, input_format: str | None, report: Report, *,
+                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, first_line: int = 1
                  ) -> Iterator[SpanRecord]:
-    """Every span of a JSON input, streaming JSON lines.
+    """Every span of a JSON input, streaming JSON lines; its first line is numbered
+    ``first_line``.
 
     Raises:
-        InputError: a single document that does not parse (nor its lines one by one).
+        InputError: a single document that does not parse (nor its lines one by one); a line,
+            or a single document, longer than ``max_line_bytes``.
     """
-    lines = _lines(stream, report)
+    limit = max_line_bytes
+    lines = _lines(stream, name, report, limit, first_line)
     seen: list[bytes] = []
-    first = _next_content(lines, seen)
+    held = [0]
+    first = _next_content(lines, seen, held, name, limit)
     if first is None:
         return
     number, line = first
     try:
         loads(line)
     except _DECODE_ERRORS as exc:
-        second = _next_content(lines, seen)
+        second = _next_content(lines, seen, held, name, limit)
         if second is None:
             raise InputError(f"{where(name, number)}: {_reason(exc)}") from None
         try:
             loads(second[1])
         except _DECODE_ERRORS:
-            # Not JSON lines: one document over many lines, loaded whole.
-            seen.extend(line for _, line in lines)
-            yield from _single_document(name, seen, input_format, report)
+            # Not JSON lines: one document over many lines, loaded whole (up to the limit).
+            size = held[0]
+            for _, rest in lines:
+                size += len(rest)
+                if size > limit:
+                    raise too_long(name, None, "a JSON document", limit) from None
+                seen.append(rest)
+            yield from _single_document(name, seen, input_format, report, number)
             return
         lines = chain((first, second), lines)
     else:
@@ -182,8 +242,9 @@ def _line_records(line: bytes, number: int, input_format: str | None, report: Re
         return document_records(doc, input_format, _at_line(report, number))
 
 
-def _single_document(name: str, lines: list[bytes], input_format: str | None, report: Report
-                     ) -> list[SpanRecord]:
+def _single_document(name: str, lines: list[bytes], input_format: str | None, report: Report,
+                     first: int) -> list[SpanRecord]:
+    """``lines``: the document from its first content line, numbered ``first``."""
     with _CollectorPaused():
         try:
             doc = json.loads(b"".join(lines))
@@ -193,7 +254,7 @@ def _single_document(name: str, lines: list[bytes], input_format: str | None, re
             return document_records(doc, input_format, _at_line(report, None))
     # Still JSON lines if any line parses on its own (the first two were malformed).
     docs: list[tuple[int, Any]] = []
-    for number, line in enumerate(lines, 1):
+    for number, line in enumerate(lines, first):
         if not line.isspace():
             try:
                 docs.append((number, loads(line)))
@@ -201,13 +262,14 @@ def _single_document(name: str, lines: list[bytes], input_format: str | None, re
                 docs.append((number, exc))
     if all(isinstance(parsed, BaseException) for _, parsed in docs):
         if isinstance(failure, json.JSONDecodeError):
-            raise InputError(f"{where(name, failure.lineno)}: invalid JSON: {failure.msg} "
+            at_line = failure.lineno + first - 1
+            raise InputError(f"{where(name, at_line)}: invalid JSON: {failure.msg} "
                              f"(column {failure.colno})")
         # Not a position in the document (nested too deeply): name the first bad line.
         at: int | None = docs[0][0] if docs else None
-        first = docs[0][1] if docs else failure
+        bad = docs[0][1] if docs else failure
         raise InputError(f"{where(name, at)}: "
-                         f"{_reason(first if isinstance(first, BaseException) else failure)}")
+                         f"{_reason(bad if isinstance(bad, BaseException) else failure)}")
     out: list[SpanRecord] = []
     for number, parsed in docs:
         if isinstance(parsed, BaseException):

@@ -14,7 +14,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from ..model import SpanRecord
 from .problems import BAD_SHAPE, InputError, describe
-from .source import READ_ERRORS, pushback
+from .source import DEFAULT_MAX_LINE_BYTES, READ_ERRORS, pushback
 
 if TYPE_CHECKING:
     from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
@@ -25,6 +25,7 @@ __all__ = ["proto_records", "record_from_proto"]
 
 _new = tuple.__new__  # SpanRecord._make without its length check
 _MAX_MESSAGE = 1 << 28  # 256 MiB: larger sizes are garbage, not a message
+_MAX_EMPTY_RUN = 1024   # empty messages in a row taken for zeros, not messages
 _REMOTE = 0x300
 _STATUS_ERROR = 2
 
@@ -85,38 +86,45 @@ def _frame_size(stream: IO[bytes], framing: str) -> tuple[int | None, bytes]:
     return _read_varint(stream)
 
 
-def _detect(stream: IO[bytes], name: str, request_class: type[ExportTraceServiceRequest]
-            ) -> tuple[str, IO[bytes]]:
+def _detect(stream: IO[bytes], name: str, request_class: type[ExportTraceServiceRequest],
+            limit: int) -> tuple[str, IO[bytes]]:
     """``be32`` or ``varint``, and the stream with what was tried put back."""
     taken = b""
+    over = ""
     for framing in ("be32", "varint"):
         stream = pushback(taken, stream)
         try:
             size, header = _frame_size(stream, framing)
             body = b""
-            if size is not None and size <= _MAX_MESSAGE:
+            if size is not None and limit < size <= _MAX_MESSAGE:
+                over = (f", or its first message is longer than {limit} bytes, the limit "
+                        f"(--max-line-bytes N raises it)")
+            elif size is not None and size <= _MAX_MESSAGE:
                 body = _read_exact(stream, size)
         except READ_ERRORS as exc:
             raise InputError(f"{name}: cannot read: {exc}") from None
         if size is not None and len(body) == size:
             message = _parse(request_class, body)
-            if message is not None and (size == 0 or len(message.resource_spans)):
+            # An empty first message proves nothing when the other framing was over the limit.
+            if message is not None and (size == 0 and not over or len(message.resource_spans)):
                 return framing, pushback(header + body, stream)
         taken = header + body
     raise InputError(f"{name}: unknown format: neither JSON (OTLP/JSON or Jaeger) nor "
-                     f"length-delimited OTLP protobuf (ExportTraceServiceRequest)")
+                     f"length-delimited OTLP protobuf (ExportTraceServiceRequest){over}")
 
 
-def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None]
-                  ) -> Iterator[SpanRecord]:
+def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None], *,
+                  max_message_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[SpanRecord]:
     """Every span of every message; a message that does not parse is reported and skipped.
 
     Raises:
-        InputError: the first message cannot be read either way (not OTLP protobuf).
+        InputError: the first message cannot be read either way (not OTLP protobuf); a
+            message longer than ``max_message_bytes`` (``--max-line-bytes``), before it is read.
     """
+    limit = max_message_bytes
     request_class = _request_class()
-    framing, stream = _detect(stream, name, request_class)
-    offset, number = 0, 0
+    framing, stream = _detect(stream, name, request_class, limit)
+    offset, number, empty = 0, 0, 0
     while True:
         number += 1
         try:
@@ -129,6 +137,24 @@ def proto_records(stream: IO[bytes], name: str, report: Callable[[str], None]
                 report(f"message {number} at byte {offset}: size {size} is not plausible; "
                        f"the rest of the input is skipped")
                 return
+            if size > limit:
+                raise InputError(f"{name}: message {number} at byte {offset}: longer than "
+                                 f"{limit} bytes ({size}), the limit (--max-line-bytes N "
+                                 f"raises it)")
+            if size == 0:
+                # No exporter writes an empty batch; a run of them is zeros (a file
+                # preallocated, or left by a crash), read 4 bytes at a time otherwise: a
+                # gzip bomb of zeros took minutes per GiB.
+                empty += 1
+                if empty == _MAX_EMPTY_RUN:
+                    report(f"message {number - empty + 1} at byte "
+                           f"{offset - len(header) * (empty - 1)}: {empty} empty messages in "
+                           f"a row (zero bytes, not messages); the rest of the input is "
+                           f"skipped")
+                    return
+                offset += len(header)
+                continue
+            empty = 0
             body = _read_exact(stream, size)
         except READ_ERRORS as exc:
             report(f"message {number} at byte {offset}: cannot read further: {exc}")

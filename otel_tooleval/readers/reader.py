@@ -10,7 +10,7 @@ from ..model import SpanRecord
 from .json_input import json_records
 from .otlp_proto import proto_records
 from .problems import InputError, InputProblem, ProblemSink, log_problem
-from .source import FORMATS, OpenedInput, open_input
+from .source import DEFAULT_MAX_LINE_BYTES, FORMATS, OpenedInput, open_input
 
 __all__ = ["read_records"]
 
@@ -20,6 +20,7 @@ def read_records(
     *,
     input_format: str | None = None,
     on_problem: ProblemSink | None = None,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
 ) -> Iterator[SpanRecord]:
     """Stream the spans of a trace file, in file order.
 
@@ -27,6 +28,10 @@ def read_records(
     undone whatever the format. The format is told from the content (JSON: OTLP/JSON or
     Jaeger JSON by each document's shape; anything else: OTLP protobuf) unless
     ``input_format`` (``otlp-json``, ``otlp-proto`` or ``jaeger-json``) says it.
+
+    Memory is bounded: a JSON line, a single JSON document or a protobuf message longer than
+    ``max_line_bytes`` (default 64 MiB) stops the input with an ``InputError`` naming the
+    file, the line (or message) and the limit, before more than about that much is held.
 
     A malformed line, document, message or span is passed to ``on_problem`` as an
     ``InputProblem`` (default: logged as a warning) and skipped; the rest is read.
@@ -36,19 +41,22 @@ def read_records(
 
     Raises:
         InputError: the input as a whole is unreadable (cannot be opened, unknown format, not
-            gzip-decodable, a single JSON document that does not parse); it names the file and,
-            where known, the line. Raised here, or while iterating for what shows later.
-        ValueError: an unknown ``input_format``.
+            gzip-decodable, a single JSON document that does not parse, a line or document
+            over ``max_line_bytes``); it names the file and, where known, the line. Raised
+            here, or while iterating for what shows later.
+        ValueError: an unknown ``input_format``, or ``max_line_bytes`` below 1.
     """
     if input_format is not None and input_format not in FORMATS:
         raise ValueError(f"unknown input format {input_format!r}; "
                          f"expected one of {', '.join(FORMATS)}")
+    if max_line_bytes < 1:
+        raise ValueError("max_line_bytes must be at least 1")
     opened = open_input(source)
-    return _records(opened, input_format, on_problem or log_problem)
+    return _records(opened, input_format, on_problem or log_problem, max_line_bytes)
 
 
-def _records(opened: OpenedInput, input_format: str | None, sink: ProblemSink
-             ) -> Iterator[SpanRecord]:
+def _records(opened: OpenedInput, input_format: str | None, sink: ProblemSink,
+             max_line_bytes: int) -> Iterator[SpanRecord]:
     name = opened.name
 
     def report(line: int | None, message: str) -> None:
@@ -58,11 +66,14 @@ def _records(opened: OpenedInput, input_format: str | None, sink: ProblemSink
         if opened.kind == "empty":
             return
         if input_format == "otlp-proto" or input_format is None and opened.kind == "binary":
-            yield from proto_records(opened.stream, name, lambda m: report(None, m))
+            yield from proto_records(opened.stream, name, lambda m: report(None, m),
+                                     max_message_bytes=max_line_bytes)
             return
         if opened.kind != "json":
             raise InputError(f"{name}: not JSON (first byte 0x{opened.first_byte or 0:02x}), "
                              f"but read as {input_format}")
-        yield from json_records(opened.stream, name, input_format, report)
+        yield from json_records(opened.stream, name, input_format, report,
+                                max_line_bytes=max_line_bytes,
+                                first_line=opened.skipped_lines + 1)
     finally:
         opened.close()

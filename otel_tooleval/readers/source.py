@@ -1,6 +1,8 @@
 """Opening an input: a path, ``-`` (standard input) or a binary stream; gzip; format sniffing.
 
-Nothing here reads more than the first bytes: the readers stream the rest.
+Nothing here holds more than the first bytes: the readers stream the rest. Leading
+whitespace beyond the first ``_HEAD`` bytes is read and dropped (its lines counted), so a file
+of blank lines costs no memory.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import IO, BinaryIO, cast
 
 from .problems import InputError
 
-__all__ = ["FORMATS", "OpenedInput", "open_input", "pushback"]
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "FORMATS", "OpenedInput", "open_input", "pushback"]
 
 FORMATS: tuple[str, ...] = ("otlp-json", "otlp-proto", "jaeger-json")
 
@@ -26,6 +28,10 @@ _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _UTF8_BOM = b"\xef\xbb\xbf"
 _HEAD = 64 * 1024
 _BUFFER = 1 << 20
+# The longest JSON line or document read (``--max-line-bytes``): far above any batch the
+# collector writes (its gRPC receiver takes 4 MiB messages by default), far below what makes
+# a gzip bomb exhaust memory.
+DEFAULT_MAX_LINE_BYTES = 64 * 1024 * 1024
 # What a read of a broken file or a broken gzip stream raises.
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, zlib.error)
 
@@ -35,6 +41,8 @@ class OpenedInput:
     """An input ready to read: decompressed, its first bytes looked at and put back.
 
     ``kind`` is ``json`` (first non-space byte ``{`` or ``[``), ``binary`` or ``empty``.
+    ``skipped_lines``: newlines in leading whitespace that was dropped, not put back (the
+    line numbers of what follows start after them).
     """
 
     name: str
@@ -42,6 +50,7 @@ class OpenedInput:
     kind: str
     first_byte: int | None
     close: Callable[[], None]
+    skipped_lines: int = 0
 
 
 class _Rejoined(io.RawIOBase):
@@ -104,12 +113,12 @@ def open_input(source: str | Path | BinaryIO) -> OpenedInput:
             owned.close()
 
     try:
-        head = _read_head(raw, name)
+        head, skipped = _read_head(raw, name)
         stream: IO[bytes] = raw
         if head.startswith(_GZIP_MAGIC):
             unzipped = cast(IO[bytes], gzip.GzipFile(fileobj=pushback(head, raw), mode="rb"))
             try:
-                head = _read_head(unzipped, name)
+                head, skipped = _read_head(unzipped, name)
             except InputError as exc:
                 raise InputError(f"{name}: not gzip-decodable: {exc.__cause__ or exc}") from None
             stream = unzipped
@@ -126,7 +135,7 @@ def open_input(source: str | Path | BinaryIO) -> OpenedInput:
     first = text[0] if text else None
     kind = "empty" if first is None else "json" if first in b"{[" or _json_lines_after_all(
         text) else "binary"
-    return OpenedInput(name, pushback(head, stream), kind, first, close)
+    return OpenedInput(name, pushback(head, stream), kind, first, close, skipped)
 
 
 _CONTROL = bytes(c for c in range(32) if c not in b"\t\n\r")
@@ -152,10 +161,17 @@ def _json_lines_after_all(head: bytes) -> bool:
                for line in head.split(b"\n")[1:])
 
 
-def _read_head(stream: IO[bytes], name: str) -> bytes:
-    """The first bytes, up to and including the first chunk that is not all whitespace."""
+def _read_head(stream: IO[bytes], name: str) -> tuple[bytes, int]:
+    """The first bytes, up to and including the first chunk that is not all whitespace, and
+    the newlines of leading whitespace dropped on the way.
+
+    Whitespace is kept up to ``_HEAD`` bytes (a short first read of a pipe may be a
+    protobuf length byte that happens to be ``\\n``); past that it is dropped, only its
+    newlines counted, so the head stays under twice ``_HEAD`` whatever the input.
+    """
     read = getattr(stream, "read1", stream.read)
-    chunks = []
+    chunks: list[bytes] = []
+    kept = skipped = 0
     while True:
         try:
             chunk = read(_HEAD)
@@ -163,7 +179,13 @@ def _read_head(stream: IO[bytes], name: str) -> bytes:
             raise InputError(f"{name}: cannot read: {exc}") from exc
         if not chunk:
             break
-        chunks.append(chunk)
         if not chunk.isspace():
+            chunks.append(chunk)
             break
-    return b"".join(chunks)
+        if kept + len(chunk) > _HEAD:
+            skipped += sum(c.count(b"\n") for c in chunks) + chunk.count(b"\n")
+            chunks, kept = [], 0
+            continue
+        chunks.append(chunk)
+        kept += len(chunk)
+    return b"".join(chunks), skipped
