@@ -55,11 +55,9 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
             text = langchain_text(raw)
             if text is not None:
                 return text
-            decoded = decode_value(raw)
-            for answer in ANSWERS:
-                text = answer(decoded)
-                if text is not None:
-                    return text
+            text = _answer_in(decode_value(raw))
+            if text is not None:
+                return text
             return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     if attrs.get("gen_ai.output.messages") is not None:
         texts = texts_from_messages(attrs["gen_ai.output.messages"])
@@ -68,10 +66,9 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
     for key in ROOT_OUTPUTS:   # the frameworks' own keys
         if attrs.get(key) is not None:
             value = decode_value(attrs[key])
-            for answer in ANSWERS:
-                text = answer(value)
-                if text is not None:
-                    return text
+            text = _answer_in(value)
+            if text is not None:
+                return text
             return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     if root.events:
         for name, key in ROOT_OUTPUT_EVENTS:
@@ -83,6 +80,15 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
     for record in reversed(model_records):
         text = assistant_text_of(record)
         if text:
+            return text
+    return None
+
+
+def _answer_in(value: Any) -> str | None:
+    """The answer inside a framework's result object (``envelopes.ANSWERS``), or None."""
+    for answer in ANSWERS:
+        text = answer(value)
+        if text is not None:
             return text
     return None
 

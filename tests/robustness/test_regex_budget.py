@@ -212,20 +212,7 @@ SLOW_SHAPES = [
 def test_slow_patterns_on_a_megabyte_finish_in_seconds(pattern: str, text: str) -> None:
     """Every family that regex-searches values, on one 1 MB argument, result and output."""
     cfg = load_config({
-        "graders": [
-            {"name": "result", "type": "tool-calls",
-             "config": {"disallowed": [{"name": "fetch", "result": pattern}]}},
-            {"name": "command", "type": "tool-calls",
-             "config": {"required": [{"name": "fetch", "command": pattern}]}},
-            {"name": "args", "type": "tool-calls",
-             "config": {"required": [{"name": "fetch", "args": {"url": pattern}}]}},
-            {"name": "regex", "kind": "tool", "function": "regex_match",
-             "extractor": "tool_output", "extractor_config": {"tool_name": "fetch"},
-             "ground_truth": pattern},
-            {"name": "extract", "kind": "tool", "function": "contains",
-             "extractor": "pattern", "extractor_config": {"pattern": pattern},
-             "ground_truth": "zzz"},
-        ],
+        "graders": _attack_config(pattern)["graders"],   # the same graders as the attacks
         "limits": {"grading_budget_ms": 0},       # no budget: truncation alone bounds this
     })
     run = run_of([call("fetch", {"command": text, "url": text}, text)],
