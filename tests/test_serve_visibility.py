@@ -165,7 +165,7 @@ def test_a_gRPC_server_on_the_port_is_refused_and_nothing_is_left_running(
         taken = f"127.0.0.1:{first.grpc_port}"
         for skip_check in (False, True):
             if skip_check:
-                monkeypatch.setattr("otel_tooleval.serve._check_free", lambda *a: None)
+                monkeypatch.setattr("otel_tooleval.serve.grpc_receiver._check_free", lambda *a: None)
             before = set(threading.enumerate())
             second = ToolEvalServer(ServeOptions(   # telemetry on: its providers' threads too
                 load_config(CONFIG), grpc=taken, http="127.0.0.1:0",

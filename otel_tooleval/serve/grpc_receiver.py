@@ -1,0 +1,94 @@
+"""The OTLP/gRPC receiver (grpcio): ``TraceService/Export`` on a thread pool."""
+
+from __future__ import annotations
+
+import logging
+from concurrent import futures
+from typing import TYPE_CHECKING, Any
+
+from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
+from .options import ListenError, _check_free
+
+if TYPE_CHECKING:
+    from .server import ToolEvalServer
+
+_log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
+
+
+def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
+    """A started grpcio server for ``app`` on ``host:port`` and the port it bound.
+
+    Raises:
+        ListenError: the address cannot be bound.
+    """
+    import grpc
+
+    if port:
+        _check_free(host, port, "--grpc")
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=app.options.workers,
+                                   thread_name_prefix="otel-tooleval-grpc"),
+        # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
+        # serve, Phoenix) would bind too and the two would share the connections.
+        options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
+                 ("grpc.so_reuseport", 0)],
+    )
+
+    def export(body: bytes, context: Any) -> bytes:
+        return _grpc_export(app, body, context)
+
+    handler = grpc.method_handlers_generic_handler(
+        "opentelemetry.proto.collector.trace.v1.TraceService",
+        {"Export": grpc.unary_unary_rpc_method_handler(export)},
+    )
+    server.add_generic_rpc_handlers((handler,))
+    try:
+        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host
+                                         else f"{host}:{port}")
+    except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
+        bound = 0
+    if not bound:
+        server.stop(None)
+        raise ListenError(host, port, "--grpc", "the gRPC server could not bind it; "
+                          "GRPC_VERBOSITY=debug tells why")
+    server.start()
+    return server, bound
+
+
+def _grpc_export(app: ToolEvalServer, body: bytes, context: Any) -> bytes:
+    import grpc
+
+    try:
+        rejected, message = app.export(body, _PROTOBUF)
+    except Refused as refused:
+        if refused.retry:
+            context.set_trailing_metadata(_retry_metadata(str(refused)))
+            code = (grpc.StatusCode.RESOURCE_EXHAUSTED if refused.status == 429
+                    else grpc.StatusCode.UNAVAILABLE)
+            context.abort(code, str(refused))
+        message = _one_line(str(refused))
+        _log.warning("otel-tooleval serve: gRPC request from %s refused: INVALID_ARGUMENT "
+                     "%s", context.peer(), message)
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+        raise   # not reached: abort raises
+    except Exception as exc:
+        _log.exception("otel-tooleval serve: export failed")
+        context.abort(grpc.StatusCode.INTERNAL, f"{type(exc).__name__}: {exc}")
+        raise
+    return _response(rejected, message).SerializeToString()  # type: ignore[no-any-return]
+
+
+def _retry_metadata(message: str) -> tuple[tuple[str, bytes], ...]:
+    """gRPC trailers that say when to retry: the standard ``grpc-status-details-bin``
+    (google.rpc.Status with RetryInfo) and the key the Python OTLP exporter reads."""
+    from google.protobuf.any_pb2 import Any as AnyMessage
+    from google.rpc import code_pb2, error_details_pb2, status_pb2
+
+    info = error_details_pb2.RetryInfo()
+    info.retry_delay.seconds = _RETRY_AFTER_SECONDS
+    detail = AnyMessage()
+    detail.Pack(info)
+    status = status_pb2.Status(code=code_pb2.RESOURCE_EXHAUSTED, message=message,
+                               details=[detail])
+    return (("grpc-status-details-bin", status.SerializeToString()),
+            ("google.rpc.retryinfo-bin", info.SerializeToString()))

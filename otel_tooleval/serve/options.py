@@ -1,0 +1,122 @@
+"""The settings of one ``serve`` instance and its listen addresses."""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import ToolEvalConfig, load_config
+from ..otlp_protocol import otlp_traces_protocol
+
+
+def parse_address(text: str, default_port: int) -> tuple[str, int]:
+    """``HOST:PORT``, ``:PORT`` or ``HOST`` → (host, port); IPv6 hosts in brackets.
+
+    Raises:
+        ValueError: the port is not a number in 0..65535.
+    """
+    host, sep, port = text.rpartition(":") if not text.endswith("]") else (text, "", "")
+    if not sep:
+        host, port = text, str(default_port)
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"invalid address {text!r}: the port must be a number from 0 to 65535")
+    return host, int(port)
+
+
+@dataclass
+class ServeOptions:
+    """Settings of one ``serve`` instance (the CLI flags of ``otel-tooleval serve``).
+
+    ``forward`` is the next OTLP endpoint (``http://host:4318`` for ``http/protobuf``, the
+    signal path ``/v1/traces`` is appended unless the URL has a path; ``host:4317`` or
+    ``http://host:4317`` for ``grpc``); ``"none"`` discards what would be forwarded (grading
+    only, for tests and dry runs).
+    """
+
+    config: ToolEvalConfig
+    grpc: str | None = "127.0.0.1:4317"
+    http: str | None = "127.0.0.1:4318"
+    forward: str = "none"
+    forward_protocol: str = "http/protobuf"
+    forward_headers: Mapping[str, str] = field(default_factory=dict)
+    decision_wait: float = 5.0
+    max_buffered_spans: int = 500_000
+    max_buffered_bytes: int = 512 * 1024 * 1024
+    max_queued_bytes: int = 256 * 1024 * 1024
+    max_body_bytes: int = 20 * 1024 * 1024
+    forward_timeout: float = 10.0
+    shutdown_timeout: float = 30.0
+    read_timeout: float = 30.0   # HTTP: a request's headers and body, idle keep-alive included
+    workers: int = 8
+    emit_telemetry: bool = True   # log events and metrics to the forward endpoint
+
+
+
+
+class ListenError(OSError):
+    """An OTLP listen address cannot be bound; the message names it and the flag to change."""
+
+    def __init__(self, host: str, port: int, flag: str, reason: str | OSError) -> None:
+        if isinstance(reason, OSError):
+            reason = ("address already in use; is another collector or Phoenix running?"
+                      if reason.errno == errno.EADDRINUSE
+                      else (reason.strerror or str(reason)).lower())
+        where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        sep = "" if reason.endswith("?") else ";"
+        super().__init__(f"cannot listen on {where} ({reason}{sep} use {flag} HOST:PORT)")
+        self.address = where
+
+
+def _check_free(host: str, port: int, flag: str) -> None:
+    """Bind ``host:port`` as a listener would and let go, so a busy port is named before
+    grpcio tries (it only says "Failed to bind", and logs its own line on stderr).
+
+    Every address the host resolves to must be free: gRPC binds what it can, so a port taken
+    on one of them would otherwise be shared silently.
+    """
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        raise ListenError(host, port, flag, exc) from None
+    for family, kind, proto, _, address in infos:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)   # as servers do
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                raise ListenError(host, port, flag, exc) from None
+
+
+def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, http: str | None,
+                      forward: str | None, forward_protocol: str | None,
+                      decision_wait: float, **extra: Any) -> ServeOptions:
+    """ServeOptions from CLI values; the forward target defaults to the OTLP env variables.
+
+    Raises:
+        ValueError: no forward target, or an unknown protocol (message names the flag).
+    """
+    if forward_protocol is None:
+        protocol = otlp_traces_protocol(strict=True)   # the message names the variable
+    elif forward_protocol in ("grpc", "http/protobuf", "http"):
+        protocol = "grpc" if forward_protocol == "grpc" else "http/protobuf"
+    else:
+        raise ValueError(f"--forward-protocol: {forward_protocol!r} is not grpc or http/protobuf")
+    target = forward or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+    if not target:
+        raise ValueError("--forward: no next hop; pass --forward URL (or 'none' to discard) "
+                         "or set OTEL_EXPORTER_OTLP_ENDPOINT")
+    if decision_wait < 0:
+        raise ValueError("--decision-wait: must not be negative")
+    if extra.get("read_timeout", 1.0) <= 0:
+        raise ValueError("--read-timeout: must be more than 0 seconds")
+    for flag, value in (("--grpc", grpc), ("--http", http)):
+        if value:
+            parse_address(value, 0)   # raises ValueError naming the address
+    return ServeOptions(load_config(config_source), grpc=grpc, http=http, forward=target,
+                        forward_protocol=protocol, decision_wait=decision_wait, **extra)

@@ -1,0 +1,45 @@
+"""The ``otel-tooleval serve`` process: start, wait for a signal, drain, and the lines printed."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+
+from .options import ServeOptions
+from .server import ToolEvalServer
+
+
+def run(options: ServeOptions) -> int:
+    """Serve until SIGTERM or SIGINT, then drain. Exit status: 0 when everything accepted was
+    forwarded, 1 when the shutdown timeout cut the drain short, 2 when a port cannot be bound."""
+    server = ToolEvalServer(options)
+    try:
+        server.start()
+    except OSError as exc:
+        print(f"otel-tooleval serve: {exc}", file=sys.stderr)
+        server.stop(timeout=1)
+        return 2
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
+             if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
+             f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]
+    print(f"otel-tooleval serve: listening for {', '.join(w for w in where if w)}; "
+          f"forwarding to {options.forward} ({options.forward_protocol}); "
+          f"decision wait {options.decision_wait:g} s", file=sys.stderr, flush=True)
+    while not stop.wait(0.5):
+        pass
+    print("otel-tooleval serve: draining", file=sys.stderr, flush=True)
+    ok = server.stop()
+    stats = server.stats()
+    print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted, "
+          f"{stats.get('forwarded_spans', 0)} forwarded, {stats.get('runs_graded', 0)} runs graded"
+          + ("" if ok else "; NOT everything was forwarded before the shutdown timeout"),
+          file=sys.stderr, flush=True)
+    return 0 if ok else 1

@@ -1,0 +1,308 @@
+"""``ToolEvalServer``: the receivers, grading and forwarding of one ``serve`` process."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from ..model import RunReport, SpanRecord
+from ..readers.otlp_proto import record_from_proto
+from ..tail import TailGrader
+from .decoding import _JSON, Refused, parse_request
+from .forwarder import _Forwarder
+from .grpc_receiver import start_grpc
+from .http_receiver import start_http
+from .options import ServeOptions, parse_address
+from .spans import _annotate, _encode_held, _Held
+
+_log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
+
+_DROP_REASONS = ("late_span", "max_spans_per_trace", "max_open_runs", "shutdown")   # tail's
+
+
+class ToolEvalServer:
+    """The ``serve`` service: receivers, grading and forwarding, in this process.
+
+    ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0), or
+    raises ``ListenError`` after stopping what it had started; ``stop()`` drains as SIGTERM
+    does. Usable as a context manager. ``on_report`` is called with every graded run, on the
+    grading thread, after the run's log line.
+    """
+
+    def __init__(self, options: ServeOptions, *, meter_provider: Any = None,
+                 logger_provider: Any = None,
+                 on_report: Callable[[RunReport], None] | None = None) -> None:
+        self.options = options
+        self.config = options.config
+        self._providers: list[Any] = []
+        if options.emit_telemetry and options.forward != "none" and (
+                meter_provider is None or logger_provider is None):
+            meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider)
+        self.counts: Counter[str] = Counter()
+        self._count_lock = threading.Lock()
+        self._on_report_callback = on_report
+        self.forwarder = _Forwarder(options)
+        self.tail: TailGrader[Any] = TailGrader(   # items: (rs, ss, i, span), held: _Held
+            self.config,
+            forward=self._forward_held,
+            annotate=self._annotate,
+            decision_wait=options.decision_wait,
+            max_spans=options.max_buffered_spans,
+            max_bytes=options.max_buffered_bytes,
+            meter_provider=meter_provider,
+            logger_provider=logger_provider,
+            on_report=self._on_report,
+            name="otel-tooleval-serve-grader",
+        )
+        self.ready = False
+        self.draining = False
+        self._grpc_server: Any = None
+        self._http_server: Any = None
+        self._http_thread: threading.Thread | None = None
+        self.grpc_port: int | None = None
+        self.http_port: int | None = None
+        self._stopped = threading.Event()
+
+    def _telemetry(self, meter_provider: Any, logger_provider: Any) -> tuple[Any, Any]:
+        from opentelemetry.sdk._logs import LoggerProvider
+        from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+        from opentelemetry.sdk.resources import Resource
+
+        from ..providers import otlp_exporters
+
+        target = self.options.forward
+        endpoint = target if "://" in target else f"http://{target}"
+        _, metric_exporter, log_exporter = otlp_exporters(self.options.forward_protocol,
+                                                          endpoint)
+        resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME")
+                                    or "otel-tooleval-serve"})
+        if meter_provider is None:
+            meter_provider = MeterProvider(
+                resource=resource, metric_readers=[PeriodicExportingMetricReader(
+                    metric_exporter, export_interval_millis=10_000)])
+            self._providers.append(meter_provider)
+        if logger_provider is None:
+            logger_provider = LoggerProvider(resource=resource)
+            logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
+            self._providers.append(logger_provider)
+        return meter_provider, logger_provider
+
+    # -- lifecycle ----------------------------------------------------------------------------
+
+    def start(self) -> ToolEvalServer:
+        try:
+            if self.options.grpc:
+                self._start_grpc(*parse_address(self.options.grpc, 4317))
+            if self.options.http:
+                self._start_http(*parse_address(self.options.http, 4318))
+        except BaseException:
+            self.stop(timeout=1.0)   # nothing was accepted: only threads to end
+            raise
+        self.ready = True
+        return self
+
+    def __enter__(self) -> ToolEvalServer:  # noqa: PYI034 - start() returns self
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _start_grpc(self, host: str, port: int) -> None:
+        self._grpc_server, self.grpc_port = start_grpc(self, host, port)
+
+    def _start_http(self, host: str, port: int) -> None:
+        self._http_server, self._http_thread, self.http_port = start_http(self, host, port)
+
+    def _close_listeners(self, grace: float = 5.0) -> None:
+        if self._grpc_server is not None:
+            self._grpc_server.stop(grace).wait(grace + 1)
+            self._grpc_server = None
+        if self._http_server is not None:
+            self._http_server.shutdown()
+            # Connections waiting for a request (idle keep-alive, a request half sent) are
+            # closed: nothing of theirs was accepted. Requests being answered finish.
+            self._http_server.close_waiting()
+            self._http_server.server_close()   # joins the request threads (block_on_close)
+            self._http_server = None
+
+    def stop(self, timeout: float | None = None) -> bool:
+        """Stop accepting, decide and grade every open trace, forward everything, stop.
+
+        Returns True when everything accepted was forwarded within ``timeout`` (default
+        ``options.shutdown_timeout``).
+        """
+        if self._stopped.is_set():
+            return True
+        deadline = time.monotonic() + (self.options.shutdown_timeout if timeout is None
+                                       else timeout)
+        self.draining = True
+        self._close_listeners(grace=min(5.0, max(deadline - time.monotonic(), 0.0)))
+        graded = self.tail.shutdown(max(deadline - time.monotonic(), 0.0))
+        forwarded = self.forwarder.drain(deadline)
+        for provider in self._providers:
+            try:
+                provider.shutdown()
+            except Exception:  # noqa: BLE001
+                _log.exception("otel-tooleval serve: telemetry shutdown failed")
+        self.ready = False
+        self._stopped.set()
+        return graded and forwarded
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._stopped.wait(timeout)
+
+    # -- intake -------------------------------------------------------------------------------
+
+    def full(self) -> bool:
+        return self.tail.full() or self.forwarder.full()
+
+    def _count(self, key: str, n: int = 1) -> None:
+        with self._count_lock:
+            self.counts[key] += n
+
+    def ingest(self, request: Any, body: bytes | None) -> tuple[int, str]:
+        """Take one ExportTraceServiceRequest; returns (rejected spans, error message).
+
+        ``body`` is the request's own protobuf encoding, forwarded as it is when no span of
+        it is held back. Held spans (possible run roots) are copied out of the request with
+        their resource and scope, and the rest of the request is forwarded at once.
+        """
+        triples: list[tuple[SpanRecord, Any, int]] = []
+        held: list[tuple[Any, int]] = []
+        rejected: list[tuple[Any, int]] = []
+        message = ""
+        total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+        size = (len(body) // total) if body and total else 256
+        for rs in request.resource_spans:
+            for ss in rs.scope_spans:
+                scope_name = ss.scope.name
+                for i, span in enumerate(ss.spans):
+                    try:
+                        record = record_from_proto(span, scope_name)
+                    except (ValueError, TypeError) as exc:
+                        rejected.append((ss, i))
+                        message = message or f"span {span.name!r}: {exc}"
+                        continue
+                    triples.append((record, (rs, ss, i, span), size))
+        copies: dict[int, Any] = {}
+
+        def hold(item: Any) -> _Held:
+            rs, ss, i, span = item
+            held.append((ss, i))
+            resource = copies.get(id(rs))
+            if resource is None:
+                resource = copies[id(rs)] = type(rs)()
+                resource.resource.CopyFrom(rs.resource)
+                resource.schema_url = rs.schema_url
+            scope = copies.get(id(ss))
+            if scope is None:
+                scope = copies[id(ss)] = type(ss)()
+                scope.scope.CopyFrom(ss.scope)
+                scope.schema_url = ss.schema_url
+            copy = type(span)()
+            copy.CopyFrom(span)
+            return _Held(resource, scope, copy)
+
+        accepted = len(triples)
+        forward_now = self.tail.accept(triples, hold)
+        removed = held + rejected
+        if removed:
+            by_scope: dict[int, tuple[Any, list[int]]] = {}
+            for ss, i in removed:
+                by_scope.setdefault(id(ss), (ss, []))[1].append(i)
+            for ss, drop in by_scope.values():
+                for i in sorted(drop, reverse=True):
+                    del ss.spans[i]
+            body = None
+        passing = accepted - len(held)
+        if passing:
+            self.forwarder.put(body if body is not None else request.SerializeToString(),
+                               passing)
+        evicted = [item for item in forward_now if isinstance(item, _Held)]
+        if evicted:
+            self.forwarder.put(*_encode_held(evicted))
+        self._count("accepted_spans", accepted)
+        self._count("accepted_requests")
+        if rejected:
+            self._count("rejected_spans", len(rejected))
+        return len(rejected), message
+
+    def _on_report(self, report: RunReport) -> None:
+        """Count and log one graded run (grading thread), then the caller's ``on_report``."""
+        passed = report.passed
+        with self._count_lock:   # graded == passed + failed in every stats() read
+            self.counts["runs_graded"] += 1
+            self.counts["runs_passed" if passed else "runs_failed"] += 1
+        run = report.run
+        _log.info("otel-tooleval serve: run agent=%s trace=%s root=%s %s",
+                  _agent_text(run.agent), run.trace_id_hex, run.root_span_id_hex,
+                  "PASS" if passed else f"FAIL (failed: {', '.join(report.failed)})")
+        if self._on_report_callback is not None:
+            self._on_report_callback(report)
+
+    def _forward_held(self, items: list[Any]) -> None:
+        self.forwarder.put(*_encode_held(items))
+
+    def _annotate(self, item: Any, record: SpanRecord, report: RunReport) -> Any:
+        return _annotate(item, record, report, self.config)
+
+    def export(self, body: bytes, content_type: str) -> tuple[int, str]:
+        """Check, parse and ingest one request body (the receivers' common path).
+
+        Raises:
+            Refused: draining, full (retry), or a body that does not parse (bad request).
+        """
+        if self.draining or not self.ready:
+            raise Refused("the server is shutting down", retry=True, status=503)
+        if self.full():
+            self._count("refused_full")
+            raise Refused("buffers are full; retry later", retry=True, status=429)
+        try:
+            request = parse_request(body, content_type)
+        except ValueError as exc:
+            self._count("refused_malformed")
+            raise Refused(f"malformed ExportTraceServiceRequest: {exc}") from None
+        return self.ingest(request, body if content_type != _JSON else None)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters (flat); ``runs_graded``/``runs_passed``/``runs_failed`` always present."""
+        with self._count_lock:
+            out: dict[str, Any] = {"runs_graded": 0, "runs_passed": 0, "runs_failed": 0,
+                                   **self.counts}
+        out.update(self.tail.stats())
+        out.update(self.forwarder.counts)
+        out["queued_bytes"] = self.forwarder.queued_bytes
+        out["ready"] = self.ready and not self.draining
+        return out
+
+    def health(self) -> tuple[int, dict[str, Any]]:
+        """``GET /healthz``: 200 while accepting, 503 while starting or draining; the counters
+        and drops by reason."""
+        ready = self.ready and not self.draining
+        stats = self.stats()
+        dropped = dict.fromkeys(_DROP_REASONS, 0)
+        dropped.update({k.removeprefix("dropped."): v for k, v in stats.items()
+                        if k.startswith("dropped.")})
+        doc = {"status": "ready" if ready else ("draining" if self.draining else "starting"),
+               **{k: v for k, v in stats.items() if isinstance(v, (int, float))},
+               "dropped": dropped}
+        return (200 if ready else 503), doc
+
+
+
+def _agent_text(agent: str | None) -> str:
+    """The agent name for a ``key=value`` log line: ``-`` when unknown, quoted when it has
+    spaces, quotes or ``=``."""
+    if not agent:
+        return "-"
+    if any(c.isspace() or c in "\"'=" for c in agent):
+        return json.dumps(agent)
+    return agent
