@@ -625,6 +625,8 @@ def test_next_hop_settings_precedence_and_errors(pki: Pki, tmp_path: Path) -> No
     assert not next_hop(opts, {}).grpc_tls("host:4317")   # as before: plaintext
     assert next_hop(opts, {"OTEL_EXPORTER_OTLP_CERTIFICATE": pki.ca}).grpc_tls("host:4317")
     missing = tmp_path / "none.pem"
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("no certificate here\n")
     for env, needle in (
             ({"OTEL_EXPORTER_OTLP_TRACES_TIMEOUT": "soon"}, "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT"),
             ({"OTEL_EXPORTER_OTLP_TIMEOUT": "0"}, "OTEL_EXPORTER_OTLP_TIMEOUT"),
@@ -633,7 +635,13 @@ def test_next_hop_settings_precedence_and_errors(pki: Pki, tmp_path: Path) -> No
             ({"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": str(missing)},
              f"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE {missing}: cannot read"),
             ({"OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE": pki.client_cert},
-             "OTEL_EXPORTER_OTLP_CLIENT_KEY")):
+             "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+            ({"OTEL_EXPORTER_OTLP_CERTIFICATE": str(garbage)},
+             f"^OTEL_EXPORTER_OTLP_CERTIFICATE {garbage}: not a PEM certificate"),
+            ({"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE": pki.client_cert,
+              "OTEL_EXPORTER_OTLP_CLIENT_KEY": pki.other_key},
+             (f"^OTEL_EXPORTER_OTLP_CLIENT_KEY {pki.other_key}: not the PEM key of "
+              f"OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE {pki.client_cert}"))):
         with pytest.raises(ValueError, match=needle):
             next_hop(opts, env)
 

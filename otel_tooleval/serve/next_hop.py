@@ -84,6 +84,27 @@ def _file(environ: Mapping[str, str], name: str) -> str | None:
     return path
 
 
+def _check_loads(env: Mapping[str, str], hop: NextHop) -> None:
+    """Load the certificate files once, so that a bad one stops serve at startup."""
+
+    def named(name: str) -> str:
+        found = _setting(env, name)
+        return f"{found[0]} {found[1]}" if found else name
+
+    if hop.certificate:
+        try:
+            ssl.create_default_context(cafile=hop.certificate)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ValueError(f"{named('CERTIFICATE')}: not a PEM certificate ({exc})") from None
+    if hop.client_certificate and hop.client_key:
+        try:
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(hop.client_certificate,
+                                                                   hop.client_key)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ValueError(f"{named('CLIENT_KEY')}: not the PEM key of "
+                             f"{named('CLIENT_CERTIFICATE')} ({exc})") from None
+
+
 def next_hop(options: ServeOptions, environ: Mapping[str, str] | None = None) -> NextHop:
     """The settings from ``options`` and the environment (``os.environ`` by default).
 
@@ -128,12 +149,7 @@ def next_hop(options: ServeOptions, environ: Mapping[str, str] | None = None) ->
             raise ValueError(f"{found[0]}: {found[1]!r} is not a number of milliseconds > 0")
     hop = NextHop(headers, certificate, client_certificate, client_key, insecure, gzip,
                   DEFAULT_TIMEOUT if timeout is None else timeout)
-    if client_certificate or certificate:
-        try:
-            hop.ssl_context()
-        except (ssl.SSLError, OSError, ValueError) as exc:
-            raise ValueError(f"OTEL_EXPORTER_OTLP_CERTIFICATE/CLIENT_CERTIFICATE/CLIENT_KEY: "
-                             f"cannot be loaded ({exc})") from None
+    _check_loads(env, hop)
     return hop
 
 
