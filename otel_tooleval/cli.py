@@ -223,7 +223,10 @@ def _serve_logged(args: argparse.Namespace) -> int:
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
             max_buffered_spans=args.max_buffered_spans, max_body_bytes=args.max_body_bytes,
-            shutdown_timeout=args.shutdown_timeout, read_timeout=args.read_timeout)
+            shutdown_timeout=args.shutdown_timeout, read_timeout=args.read_timeout,
+            tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
+            bearer_token_file=args.bearer_token_file, insecure_bind=args.insecure_bind,
+            forward_timeout=args.forward_timeout, forward_workers=args.forward_workers)
     except ValueError as exc:
         print(f"otel-tooleval serve: {exc}", file=sys.stderr)
         return 2
@@ -342,6 +345,25 @@ def _parser() -> argparse.ArgumentParser:
                        help="HTTP: time a connection gets to send a whole request, headers "
                             "and body, counted from the end of the previous answer; then it "
                             "is closed (default 30)")
+    serve.add_argument("--forward-timeout", type=float, metavar="SECONDS",
+                       help="time for one request to the next hop (default "
+                            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT, "
+                            "in ms, else 10 s)")
+    serve.add_argument("--forward-workers", type=int, default=2, metavar="N",
+                       help="threads sending to the next hop, each with its own connection "
+                            "(default 2)")
+    security = serve.add_argument_group("TLS and authentication (docs/serve.md)")
+    security.add_argument("--tls-cert", metavar="FILE",
+                          help="PEM certificate chain: both receivers speak TLS (with --tls-key)")
+    security.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
+    security.add_argument("--tls-client-ca", metavar="FILE",
+                          help="mTLS: clients must present a certificate signed by this CA")
+    security.add_argument("--bearer-token-file", metavar="FILE",
+                          help="accepted bearer tokens, one a line (# comments); requests "
+                               "need 'Authorization: Bearer TOKEN'; SIGHUP re-reads it")
+    security.add_argument("--insecure-bind", action="store_true",
+                          help="allow an address beyond loopback without TLS and a token "
+                               "(or client certificates)")
     verbosity = serve.add_mutually_exclusive_group()
     verbosity.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                            default="info",

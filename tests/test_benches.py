@@ -289,10 +289,21 @@ def test_profile_processor(capfd: pytest.CaptureFixture[str],
     _no_missing(rows)
 
 
+def test_bench_forward(capfd: pytest.CaptureFixture[str],
+                       monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("forward", "bench_forward")
+    fig, out, _ = _run(bench, ["--requests", "30", "--kib", "1", "--latency-ms", "1",
+                               "--workers", "1,3"], capfd, monkeypatch)
+    assert set(fig["requests_per_s"]) == set(fig["ratio"]) == {"1", "3"}
+    assert fig["ratio"]["1"] == 1.0 and all(v > 0 for v in fig["requests_per_s"].values())
+    assert "requests/s" in out
+
+
 # -- every script is covered --------------------------------------------------------------------
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_memory", "bench_files",
-                   "bench_serve", "bench_hooks", "profile_grading_side", "profile_processor"}
+                   "bench_serve", "bench_hooks", "profile_grading_side", "profile_processor",
+                   "bench_forward"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:

@@ -327,8 +327,15 @@ def check_router(doc: Doc) -> list[str]:
             otlp = {}
         if "endpoint" in otlp:
             problems.append(f"{cid}: protocol.otlp.endpoint is set per backend, not here")
-        if (otlp.get("tls") or {}).get("insecure") is not True:
-            problems.append(f"{cid}: protocol.otlp.tls.insecure must be true")
+        # The graders listen on 0.0.0.0 with TLS and bearer tokens (serve refuses it without).
+        if (otlp.get("tls") or {}).get("insecure") or not (otlp.get("tls") or {}).get("ca_file"):
+            problems.append(f"{cid}: protocol.otlp.tls needs ca_file (the graders speak TLS)")
+        authenticator = (otlp.get("auth") or {}).get("authenticator")
+        if not authenticator or ctype(authenticator) != "bearertokenauth":
+            problems.append(f"{cid}: protocol.otlp.auth.authenticator must be a bearertokenauth "
+                            "extension (the graders want a bearer token)")
+        elif authenticator not in ((doc.get("service") or {}).get("extensions") or []):
+            problems.append(f"{cid}: extension {authenticator} is not in service.extensions")
         hostnames = ((cfg.get("resolver") or {}).get("static") or {}).get("hostnames") or []
         if len(set(hostnames)) < 2:
             problems.append(f"{cid}: static resolver needs at least two graders, got {hostnames}")
@@ -398,6 +405,11 @@ def serve_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-buffered-spans", type=int)
     parser.add_argument("--max-body-bytes", type=int)
     parser.add_argument("--shutdown-timeout", type=float, default=30.0)
+    parser.add_argument("--tls-cert")
+    parser.add_argument("--tls-key")
+    parser.add_argument("--tls-client-ca")
+    parser.add_argument("--bearer-token-file")
+    parser.add_argument("--insecure-bind", action="store_true")
     return parser
 
 
@@ -594,6 +606,9 @@ def check_compose_wiring(doc: Doc, compose_dir: Path, load: Loader = load_yaml) 
         for flag, value in (("--grpc", args.grpc), ("--http", args.http)):
             if value != "off" and host_port(value)[0] != "0.0.0.0":
                 w.problems.append(f"{name}: {flag} {value} is unreachable from other containers")
+        if not (args.tls_cert and args.tls_key and args.bearer_token_file):
+            w.problems.append(f"{name}: serve on 0.0.0.0 needs --tls-cert, --tls-key and "
+                              "--bearer-token-file")
         graders = host_path(service, args.config, compose_dir)
         if graders is None or not graders.exists():
             w.problems.append(f"{name}: --config {args.config} is not mounted")
@@ -763,6 +778,9 @@ def test_fleet_wiring(docs: dict[str, Any]) -> None:
         assert (parsed.forward, parsed.forward_protocol) == ("http://tier2:4318", "http/protobuf")
         assert (parsed.grpc, parsed.http, parsed.decision_wait) == ("0.0.0.0:4317",
                                                                     "0.0.0.0:4318", 5.0)
+        assert (parsed.tls_cert, parsed.tls_key, parsed.bearer_token_file) == (
+            "/certs/server.pem", "/certs/server-key.pem", "/certs/token")
+        assert not parsed.insecure_bind
 
 
 def demo_span_count() -> int:
@@ -813,6 +831,45 @@ def test_fleet_grader_command_grades_the_ungraded_agent(
     assert len(agent_spans) == demo_span_count()  # every span forwarded, not only the roots
     assert receiver.wait_for(lambda: any(r["event_name"] == "gen_ai.evaluation.result"
                                          for r in receiver.logs()), timeout=10)
+
+
+def test_fleet_certificates_let_tier1_reach_a_grader(
+        docs: dict[str, Any], receiver: OtlpReceiver, tmp_path: Path) -> None:
+    """make_certs.py (the `certs` service) and the graders' TLS and token flags, on loopback:
+    a client with the fleet's CA and token, as tier 1 is, gets in; one without the token does
+    not."""
+    import grpc
+    from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import SpanExportResult
+
+    from otel_tooleval.serve import ToolEvalServer, options_from_args
+    from tests.test_serve import demo_spans
+
+    service = docs["fleet/docker-compose.yaml"]["services"]["certs"]
+    words = command_words(service)[-1]
+    make_certs = runpy.run_path(str(CONFIG_DIR / "fleet" / "make_certs.py"), run_name="certs")
+    assert make_certs["main"]([str(tmp_path), *words[3:]]) == 0   # python /opt/make_certs.py /certs …
+    assert make_certs["main"]([str(tmp_path), *words[3:]]) == 0   # kept on a second start
+    args, problems = parse_serve(serve_args(docs["fleet/docker-compose.yaml"]["services"][
+        "tooleval-1"]) or [])
+    assert args is not None, problems
+    local = {flag: str(tmp_path / Path(getattr(args, flag)).name)
+             for flag in ("tls_cert", "tls_key", "bearer_token_file")}
+    options = options_from_args(str(CONFIG_DIR.parent / "examples/plain_otel/graders.yaml"),
+                                grpc="127.0.0.1:0", http=None, forward=receiver.http_endpoint,
+                                forward_protocol="http/protobuf", decision_wait=0.1, **local)
+    token = (tmp_path / "token").read_text().strip()
+    credentials = grpc.ssl_channel_credentials((tmp_path / "ca.pem").read_bytes())
+    with ToolEvalServer(options) as server:
+        def exporter(headers: dict[str, str] | None) -> OTLPSpanExporter:
+            return OTLPSpanExporter(endpoint=f"localhost:{server.grpc_port}", insecure=False,
+                                    credentials=credentials, headers=headers, timeout=5)
+
+        spans = demo_spans()
+        assert exporter(None).export(spans) == SpanExportResult.FAILURE
+        assert exporter({"authorization": f"Bearer {token}"}).export(spans) == \
+            SpanExportResult.SUCCESS
+        assert receiver.wait_for(lambda: len(receiver.spans()) == len(spans))
 
 
 # ================================================================ tests: the checks catch faults
@@ -886,6 +943,12 @@ COLLECTOR_FAULTS: list[tuple[str, str, Callable[[Doc], object], str]] = [
         exporters=["loadbalancing"]), "logs go straight to tier 2"),
     ("fleet/tier1.yaml", "metrics to jaeger", lambda d: d["exporters"]["otlp/tier2"].update(
         endpoint="jaeger:4317"), "is not tier 2"),
+    ("fleet/tier1.yaml", "plaintext to the graders", lambda d: _lb(d)["protocol"]["otlp"].update(
+        tls={"insecure": True}), "tls needs ca_file"),
+    ("fleet/tier1.yaml", "no token for the graders",
+     lambda d: _lb(d)["protocol"]["otlp"].pop("auth"), "must be a bearertokenauth"),
+    ("fleet/tier1.yaml", "token extension not started",
+     lambda d: d["service"].pop("extensions"), "not in service.extensions"),
 ]
 
 
@@ -931,6 +994,9 @@ COMPOSE_FAULTS: list[tuple[str, str, Callable[[Doc], object], str]] = [
     ("fleet/docker-compose.yaml", "serve on loopback",
      lambda d: _serve_command(d, "--grpc 0.0.0.0:4317", "--grpc 127.0.0.1:4317"),
      "unreachable from other containers"),
+    ("fleet/docker-compose.yaml", "public grader without a token",
+     lambda d: _serve_command(d, "--bearer-token-file /certs/token ", ""),
+     "needs --tls-cert, --tls-key and --bearer-token-file"),
     ("fleet/docker-compose.yaml", "grader waits longer than the sampler",
      lambda d: _serve_command(d, "--decision-wait 5", "--decision-wait 90"),
      "must exceed the grader's --decision-wait"),

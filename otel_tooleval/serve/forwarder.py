@@ -1,16 +1,18 @@
-"""The forwarder: serialized OTLP requests to the next hop, in order, with retries."""
+"""The forwarder: serialized OTLP requests to the next hop, on worker threads, with retries."""
 
 from __future__ import annotations
 
+import gzip
 import http.client
 import logging
 import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable
-from urllib.parse import urlsplit
+from typing import Any
 
 from .decoding import _PROTOBUF
+from .next_hop import NextHop, next_hop, split_target
 from .options import ServeOptions
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
@@ -20,33 +22,42 @@ _FORWARD_BACKOFF_MAX = 5.0
 
 
 class _Forwarder:
-    """Sends serialized ExportTraceServiceRequests to the next hop, in order, with retries.
+    """Sends serialized ExportTraceServiceRequests to the next hop, with retries, on
+    ``options.forward_workers`` threads, each with its own connection (HTTP) or channel (gRPC).
 
-    ``put`` never blocks; the queue's bytes count towards the server's backpressure bound.
-    Retryable failures (connection errors, HTTP 429/502/503/504, gRPC UNAVAILABLE and the
-    like) are retried with backoff for as long as the server runs; others are logged and the
-    request counted in ``stats["forward_failed_spans"]``.
+    ``put`` never blocks; the bytes queued and in flight count towards the server's
+    backpressure bound. A worker takes the oldest request and keeps it until it is sent:
+    retryable failures (connection errors, HTTP 429/502/503/504, gRPC UNAVAILABLE and the
+    like) are retried by that worker with backoff for as long as the server runs, while the
+    others go on; other failures are logged and the request's spans counted in
+    ``counts["forward_failed_spans"]``. With one worker requests leave in arrival order; with
+    several, in the order they are taken. Connection settings (headers, TLS, compression,
+    timeout) come from ``next_hop`` (the ``OTEL_EXPORTER_OTLP_*`` variables).
     """
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, hop: NextHop | None = None) -> None:
         self.target = options.forward
         self.protocol = options.forward_protocol
-        self.headers = dict(options.forward_headers)
-        self.timeout = options.forward_timeout
+        self.hop = hop if hop is not None else next_hop(options)
+        self.headers = dict(self.hop.headers)
+        self.timeout = self.hop.timeout
         self.max_bytes = options.max_queued_bytes
         self._queue: deque[tuple[bytes, int]] = deque()
         self._cond = threading.Condition()
-        self.queued_bytes = 0
-        self._busy = False
+        self.queued_bytes = 0   # queued and in flight
+        self._in_flight = 0
         self._stop = False
         self.counts: Counter[str] = Counter()
         self._send = self._sender()
-        self._thread = threading.Thread(target=self._run, name="otel-tooleval-forward",
-                                        daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run, name=f"otel-tooleval-forward-{i}",
+                                          daemon=True)
+                         for i in range(max(1, options.forward_workers))]
+        for thread in self._threads:
+            thread.start()
 
     def _sender(self) -> Callable[[bytes], tuple[bool, bool, str]]:
-        """A function that sends one body: (ok, retryable, reason)."""
+        """A function that sends one body: (ok, retryable, reason); each calling thread gets
+        its own connection or channel."""
         if self.target == "none":
             return lambda body: (True, False, "")
         if self.protocol == "grpc":
@@ -54,19 +65,28 @@ class _Forwarder:
         return self._http_sender()
 
     def _http_sender(self) -> Callable[[bytes], tuple[bool, bool, str]]:
-        url = urlsplit(self.target if "://" in self.target else f"http://{self.target}")
+        url = split_target(self.target)
         path = url.path if url.path not in ("", "/") else "/v1/traces"
         host = url.hostname or "127.0.0.1"
         port = url.port or (443 if url.scheme == "https" else 80)
-        conn_class = (http.client.HTTPSConnection if url.scheme == "https"
-                      else http.client.HTTPConnection)
+        context = self.hop.ssl_context() if url.scheme == "https" else None
         headers = {"Content-Type": _PROTOBUF, **self.headers}
+        if self.hop.gzip:
+            headers["Content-Encoding"] = "gzip"
         local = threading.local()
+
+        def connect() -> http.client.HTTPConnection:
+            if context is not None:
+                return http.client.HTTPSConnection(host, port, timeout=self.timeout,
+                                                   context=context)
+            return http.client.HTTPConnection(host, port, timeout=self.timeout)
 
         def send(body: bytes) -> tuple[bool, bool, str]:
             conn = getattr(local, "conn", None)
             if conn is None:
-                conn = local.conn = conn_class(host, port, timeout=self.timeout)
+                conn = local.conn = connect()
+            if self.hop.gzip:
+                body = gzip.compress(body, compresslevel=6)
             try:
                 conn.request("POST", path, body=body, headers=headers)
                 response = conn.getresponse()
@@ -85,20 +105,34 @@ class _Forwarder:
     def _grpc_sender(self) -> Callable[[bytes], tuple[bool, bool, str]]:
         import grpc
 
-        url = urlsplit(self.target if "://" in self.target else f"http://{self.target}")
+        url = split_target(self.target)
         address = f"{url.hostname or '127.0.0.1'}:{url.port or 4317}"
-        channel = (grpc.secure_channel(address, grpc.ssl_channel_credentials())
-                   if url.scheme == "https" else grpc.insecure_channel(address))
-        call = channel.unary_unary(_EXPORT_METHOD)   # bytes in, bytes out
+        credentials = self.hop.grpc_credentials() if self.hop.grpc_tls(self.target) else None
+        compression = grpc.Compression.Gzip if self.hop.gzip else None
         metadata = tuple((k.lower(), v) for k, v in self.headers.items())
         retryable = {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED,
                      grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.ABORTED,
                      grpc.StatusCode.CANCELLED, grpc.StatusCode.OUT_OF_RANGE,
                      grpc.StatusCode.DATA_LOSS}
+        local = threading.local()
+
+        def call() -> Any:
+            method = getattr(local, "call", None)
+            if method is None:
+                # A channel of its own per worker: grpcio shares a subchannel between channels
+                # of the same target and arguments unless told not to.
+                options = [("grpc.use_local_subchannel_pool", 1)]
+                channel = (grpc.secure_channel(address, credentials, options=options,
+                                               compression=compression)
+                           if credentials is not None else
+                           grpc.insecure_channel(address, options=options,
+                                                 compression=compression))
+                method = local.call = channel.unary_unary(_EXPORT_METHOD)   # bytes in and out
+            return method
 
         def send(body: bytes) -> tuple[bool, bool, str]:
             try:
-                call(body, timeout=self.timeout, metadata=metadata)
+                call()(body, timeout=self.timeout, metadata=metadata)
             except grpc.RpcError as exc:
                 code = exc.code() if hasattr(exc, "code") else None
                 return False, code in retryable, f"gRPC {code}"
@@ -118,20 +152,25 @@ class _Forwarder:
         return self.queued_bytes >= self.max_bytes
 
     def _run(self) -> None:
-        backoff = 0.1
         while True:
             with self._cond:
                 while not self._queue and not self._stop:
                     self._cond.wait()
                 if not self._queue:
                     return
-                body, spans = self._queue[0]
-                self._busy = True
+                body, spans = self._queue.popleft()
+                self._in_flight += 1
+            self._deliver(body, spans)
+
+    def _deliver(self, body: bytes, spans: int) -> None:
+        """Send one request until it is sent, refused for good, or the server stops (after
+        one more try)."""
+        backoff = 0.1
+        while True:
             ok, retry, reason = self._attempt(body)
             with self._cond:
-                self._busy = False
                 if ok or not retry or self._stop:
-                    self._queue.popleft()
+                    self._in_flight -= 1
                     self.queued_bytes -= len(body)
                     if ok:
                         self.counts["forwarded_spans"] += spans
@@ -141,8 +180,7 @@ class _Forwarder:
                         _log.error("otel-tooleval serve: forwarding %d spans to %s failed: %s",
                                    spans, self.target, reason)
                     self._cond.notify_all()
-                    backoff = 0.1
-                    continue
+                    return
                 self.counts["forward_retries"] += 1
                 self._cond.wait(backoff)
                 backoff = min(backoff * 2, _FORWARD_BACKOFF_MAX)
@@ -154,16 +192,18 @@ class _Forwarder:
             return False, True, f"{type(exc).__name__}: {exc}"
 
     def drain(self, deadline: float) -> bool:
-        """Wait until the queue is empty or the deadline; then stop the thread."""
+        """Wait until nothing is queued or in flight, or the deadline; then stop the workers.
+        What is still queued then is counted failed; a request in flight gets one more try."""
         with self._cond:
-            while (self._queue or self._busy) and time.monotonic() < deadline:
+            while (self._queue or self._in_flight) and time.monotonic() < deadline:
                 self._cond.wait(min(0.05, max(deadline - time.monotonic(), 0.0)))
-            drained = not self._queue
-            if not drained:
+            drained = not self._queue and not self._in_flight
+            if self._queue:
                 self.counts["forward_failed_spans"] += sum(n for _, n in self._queue)
+                self.queued_bytes -= sum(len(b) for b, _ in self._queue)
+                self._queue.clear()
             self._stop = True
             self._cond.notify_all()
-        self._thread.join(max(deadline - time.monotonic(), 0.0) + 1.0)
+        for thread in self._threads:
+            thread.join(max(deadline - time.monotonic(), 0.0) + 1.0)
         return drained
-
-

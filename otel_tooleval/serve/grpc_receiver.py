@@ -1,4 +1,5 @@
-"""The OTLP/gRPC receiver (grpcio): ``TraceService/Export`` on a thread pool."""
+"""The OTLP/gRPC receiver (grpcio): ``TraceService/Export`` on a thread pool, with TLS and
+bearer tokens when they are set (security.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
 from .options import ListenError, _check_free
+from .security import grpc_auth_interceptor, grpc_server_credentials
 
 if TYPE_CHECKING:
     from .server import ToolEvalServer
@@ -32,6 +34,7 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         # serve, Phoenix) would bind too and the two would share the connections.
         options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
                  ("grpc.so_reuseport", 0)],
+        interceptors=[grpc_auth_interceptor(app.tokens)] if app.tokens is not None else None,
     )
 
     def export(body: bytes, context: Any) -> bytes:
@@ -42,9 +45,10 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         {"Export": grpc.unary_unary_rpc_method_handler(export)},
     )
     server.add_generic_rpc_handlers((handler,))
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = server.add_insecure_port(f"[{host}]:{port}" if ":" in host
-                                         else f"{host}:{port}")
+        bound = (server.add_secure_port(where, grpc_server_credentials(app.tls))
+                 if app.tls is not None else server.add_insecure_port(where))
     except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
         bound = 0
     if not bound:

@@ -49,11 +49,18 @@ class ServeOptions:
     max_buffered_bytes: int = 512 * 1024 * 1024
     max_queued_bytes: int = 256 * 1024 * 1024
     max_body_bytes: int = 20 * 1024 * 1024
-    forward_timeout: float = 10.0
+    forward_timeout: float | None = None   # None: OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s
     shutdown_timeout: float = 30.0
     read_timeout: float = 30.0   # HTTP: a request's headers and body, idle keep-alive included
     workers: int = 8
     emit_telemetry: bool = True   # log events and metrics to the forward endpoint
+    # TLS and authentication of both receivers (security.py, docs/serve.md)
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None   # mTLS: clients need a certificate this CA signed
+    bearer_token_file: str | None = None
+    insecure_bind: bool = False   # listen beyond loopback without TLS and authentication
+    forward_workers: int = 2   # sender threads, each with its own connection
 
 
 
@@ -118,5 +125,30 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
     for flag, value in (("--grpc", grpc), ("--http", http)):
         if value:
             parse_address(value, 0)   # raises ValueError naming the address
-    return ServeOptions(load_config(config_source), grpc=grpc, http=http, forward=target,
-                        forward_protocol=protocol, decision_wait=decision_wait, **extra)
+    options = ServeOptions(load_config(config_source), grpc=grpc, http=http, forward=target,
+                           forward_protocol=protocol, decision_wait=decision_wait, **extra)
+    _check_security(options)
+    return options
+
+
+def _check_security(options: ServeOptions) -> None:
+    """TLS files, the token file and the next hop's settings, read and loaded once at
+    startup; an address beyond loopback needs TLS and authentication.
+
+    Raises:
+        ValueError: the message names the flag or variable, and the file.
+    """
+    from .next_hop import next_hop
+    from .security import TokenStore, check_exposure, load_tls
+
+    if options.forward_timeout is not None and not options.forward_timeout > 0:
+        raise ValueError("--forward-timeout: must be more than 0 seconds")
+    if options.forward_workers < 1:
+        raise ValueError("--forward-workers: must be at least 1")
+    tls = load_tls(options.tls_cert, options.tls_key, options.tls_client_ca)
+    if options.bearer_token_file is not None:
+        TokenStore(options.bearer_token_file)
+    check_exposure({"--grpc": options.grpc, "--http": options.http}, tls=tls,
+                   tokens=options.bearer_token_file is not None,
+                   insecure_bind=options.insecure_bind)
+    next_hop(options)

@@ -19,6 +19,7 @@ from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc
 from .http_receiver import start_http
 from .options import ServeOptions, parse_address
+from .security import TokenStore, load_tls
 from .spans import _annotate, _encode_held, _Held
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
@@ -40,6 +41,10 @@ class ToolEvalServer:
                  on_report: Callable[[RunReport], None] | None = None) -> None:
         self.options = options
         self.config = options.config
+        # TLS and bearer tokens of both receivers; ValueError names a bad flag or file.
+        self.tls = load_tls(options.tls_cert, options.tls_key, options.tls_client_ca)
+        self.tokens = (TokenStore(options.bearer_token_file) if options.bearer_token_file
+                       else None)
         self._providers: list[Any] = []
         if options.emit_telemetry and options.forward != "none" and (
                 meter_provider is None or logger_provider is None):

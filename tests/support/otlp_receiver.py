@@ -10,12 +10,16 @@ Start one, point real OTLP exporters at :attr:`OtlpReceiver.grpc_endpoint` or
         ...
         assert rx.wait_for(lambda: rx.spans())
 
-Both servers bind to 127.0.0.1 only, on ports chosen by the OS.
+Both servers bind to 127.0.0.1 only, on ports chosen by the OS. With ``tls_cert`` and
+``tls_key`` (PEM files) both speak TLS (``http_endpoint`` is then ``https://…``); with
+``client_ca`` too, clients must present a certificate that CA signed. The headers (HTTP) and
+metadata (gRPC) of every request are kept in :attr:`OtlpReceiver.headers_seen`.
 """
 
 from __future__ import annotations
 
 import gzip
+import ssl
 import threading
 import time
 import zlib
@@ -106,7 +110,7 @@ class _TraceServicer(trace_service_pb2_grpc.TraceServiceServicer):
     def Export(  # noqa: N802 - name fixed by the generated base class
         self, request: Message, context: grpc.ServicerContext
     ) -> Message:
-        self._receiver._record(_TRACES, request)
+        self._receiver._record(_TRACES, request, dict(context.invocation_metadata()))
         return trace_service_pb2.ExportTraceServiceResponse()
 
 
@@ -141,9 +145,20 @@ class _HttpServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, receiver: OtlpReceiver) -> None:
+    def __init__(self, receiver: OtlpReceiver, context: ssl.SSLContext | None = None) -> None:
         self.receiver = receiver
         super().__init__((_HOST, 0), _OtlpHttpHandler)
+        if context is not None:   # the handshake happens in the request's thread
+            self.socket = context.wrap_socket(self.socket, server_side=True,
+                                              do_handshake_on_connect=False)
+
+    def finish_request(self, request: Any, client_address: Any) -> None:
+        if isinstance(request, ssl.SSLSocket):
+            try:
+                request.do_handshake()
+            except (ssl.SSLError, OSError):
+                return   # e.g. no client certificate under mTLS: nothing to record
+        super().finish_request(request, client_address)
 
 
 class _OtlpHttpHandler(BaseHTTPRequestHandler):
@@ -179,7 +194,8 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
             self._reply(400, f"bad protobuf: {exc}".encode(), "text/plain")
             return
 
-        self.server.receiver._record(signal, request)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        self.server.receiver._record(signal, request, headers)
         self._reply(200, response_type().SerializeToString(), "application/x-protobuf")
 
     def _reply(self, status: int, payload: bytes, content_type: str) -> None:
@@ -211,8 +227,11 @@ def _decompress(body: bytes, encoding: str | None) -> bytes:
 class OtlpReceiver:
     """A real OTLP endpoint (gRPC and HTTP/protobuf) that records what it receives."""
 
-    def __init__(self, *, grpc_port: int = 0) -> None:
+    def __init__(self, *, grpc_port: int = 0, tls_cert: str | None = None,
+                 tls_key: str | None = None, client_ca: str | None = None) -> None:
         self._want_grpc_port = grpc_port   # 0: chosen by the OS
+        self._tls = (tls_cert, tls_key, client_ca) if tls_cert and tls_key else None
+        self.headers_seen: list[dict[str, str]] = []   # per trace request, keys lower-case
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._requests: dict[str, list[Message]] = {signal: [] for signal in _SIGNALS}
@@ -249,14 +268,35 @@ class OtlpReceiver:
             _MetricsServicer(self), server
         )
         self._grpc_server = server
-        port = server.add_insecure_port(f"{_HOST}:{self._want_grpc_port}")
+        address = f"{_HOST}:{self._want_grpc_port}"
+        if self._tls is not None:
+            cert, key, client_ca = self._tls
+            with open(cert, "rb") as c, open(key, "rb") as k:
+                pair = (k.read(), c.read())
+            roots = None
+            if client_ca:
+                with open(client_ca, "rb") as ca:
+                    roots = ca.read()
+            credentials = grpc.ssl_server_credentials(
+                [pair], root_certificates=roots, require_client_auth=roots is not None)
+            port = server.add_secure_port(address, credentials)
+        else:
+            port = server.add_insecure_port(address)
         if not port:
             raise RuntimeError("could not bind the OTLP gRPC server")
         server.start()
         self._grpc_port = port
 
     def _start_http(self) -> None:
-        self._http_server = _HttpServer(self)
+        context = None
+        if self._tls is not None:
+            cert, key, client_ca = self._tls
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(cert, key)
+            if client_ca:
+                context.load_verify_locations(cafile=client_ca)
+                context.verify_mode = ssl.CERT_REQUIRED
+        self._http_server = _HttpServer(self, context)
         self._http_thread = threading.Thread(
             target=self._http_server.serve_forever,
             kwargs={"poll_interval": 0.05},
@@ -300,12 +340,16 @@ class OtlpReceiver:
         """``"http://127.0.0.1:PORT"``; HTTP exporters need ``+ "/v1/<signal>"``."""
         if self._http_server is None:
             raise RuntimeError("OtlpReceiver is not running")
-        return f"http://{_HOST}:{self._http_server.server_address[1]}"
+        scheme = "https" if self._tls is not None else "http"
+        return f"{scheme}://{_HOST}:{self._http_server.server_address[1]}"
 
     # ----------------------------------------------------------------- raw storage
 
-    def _record(self, signal: str, request: Message) -> None:
+    def _record(self, signal: str, request: Message,
+                headers: dict[str, str] | None = None) -> None:
         with self._arrived:
+            if signal == _TRACES:
+                self.headers_seen.append(headers or {})
             self._requests[signal].append(request)
             self._arrived.notify_all()
 
@@ -333,6 +377,7 @@ class OtlpReceiver:
         with self._lock:
             for requests in self._requests.values():
                 requests.clear()
+            self.headers_seen.clear()
 
     # ----------------------------------------------------------------- decoded views
 

@@ -1,0 +1,293 @@
+"""TLS and bearer-token authentication for the two receivers, and who may listen where.
+
+The pieces each receiver needs:
+
+- ``TlsSettings`` (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``), checked at startup by
+  ``load_tls``; ``uvicorn_ssl_options`` turns them into ``uvicorn.Config`` keyword arguments,
+  ``grpc_server_credentials`` into gRPC server credentials (mTLS when a client CA is set);
+- ``TokenStore`` (``--bearer-token-file``): the accepted tokens, compared in constant time,
+  re-read on SIGHUP; ``authorized`` is the check a receiver runs on the ``Authorization``
+  header (HTTP) or ``authorization`` metadata (gRPC) before it reads a body;
+  ``grpc_auth_interceptor`` runs it for gRPC;
+- ``check_exposure``: an address other than loopback needs TLS and authentication.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import logging
+import socket
+import ssl
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
+
+HTTP_CHALLENGE = ("WWW-Authenticate", 'Bearer realm="otel-tooleval"')
+"""The header of a 401 answer (RFC 6750 section 3)."""
+
+_PRINTABLE = frozenset(chr(c) for c in range(0x21, 0x7F))   # visible ASCII, no space
+
+
+# -- TLS --------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class TlsSettings:
+    """Server certificate chain and key (PEM files); ``client_ca`` set means mTLS: clients
+    must present a certificate signed by that CA."""
+
+    cert: str
+    key: str
+    client_ca: str | None = None
+
+
+class _EncryptedKey(Exception):
+    pass
+
+
+def _no_password() -> bytes:
+    # Without a callback OpenSSL would prompt on the terminal for an encrypted key.
+    raise _EncryptedKey
+
+
+def _readable(path: str, flag: str) -> None:
+    try:
+        with open(path, "rb") as handle:
+            handle.read(1)
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+
+
+def load_tls(cert: str | None, key: str | None, client_ca: str | None) -> TlsSettings | None:
+    """TLS settings from the flags, each file read and loaded once as the servers will.
+
+    Raises:
+        ValueError: one of ``--tls-cert``/``--tls-key`` without the other, ``--tls-client-ca``
+            without them, or a file that cannot be read or loaded (the message names the flag
+            and the file).
+    """
+    if cert is None and key is None:
+        if client_ca is not None:
+            raise ValueError("--tls-client-ca: needs --tls-cert and --tls-key (the server "
+                             "must speak TLS to ask for client certificates)")
+        return None
+    if cert is None or key is None:
+        given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key",
+                                                                           "--tls-cert")
+        raise ValueError(f"{missing}: {given} was given without it; pass both or neither")
+    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
+        if path is not None:
+            _readable(path, flag)
+    probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    try:
+        probe.load_verify_locations(cafile=cert)
+    except (ssl.SSLError, ValueError) as exc:
+        raise ValueError(f"--tls-cert {cert}: not a PEM certificate ({exc})") from None
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    try:
+        server.load_cert_chain(cert, key, password=_no_password)
+    except _EncryptedKey:
+        raise ValueError(f"--tls-key {key}: the key is encrypted; give an unencrypted PEM "
+                         "key (readable by the serve user only)") from None
+    except ssl.SSLError as exc:
+        raise ValueError(f"--tls-key {key}: not the PEM private key of --tls-cert {cert} "
+                         f"({exc.reason or exc})") from None
+    if client_ca is not None:
+        try:
+            probe.load_verify_locations(cafile=client_ca)
+        except (ssl.SSLError, ValueError) as exc:
+            raise ValueError(f"--tls-client-ca {client_ca}: not a PEM certificate ({exc})"
+                             ) from None
+    return TlsSettings(cert, key, client_ca)
+
+
+def uvicorn_ssl_options(tls: TlsSettings | None) -> dict[str, Any]:
+    """Keyword arguments for ``uvicorn.Config``: ``ssl_certfile``, ``ssl_keyfile``, and for
+    mTLS ``ssl_ca_certs`` with ``ssl_cert_reqs=ssl.CERT_REQUIRED``; ``{}`` without TLS."""
+    if tls is None:
+        return {}
+    options: dict[str, Any] = {"ssl_certfile": tls.cert, "ssl_keyfile": tls.key}
+    if tls.client_ca is not None:
+        options.update(ssl_ca_certs=tls.client_ca, ssl_cert_reqs=ssl.CERT_REQUIRED)
+    return options
+
+
+def grpc_server_credentials(tls: TlsSettings) -> Any:
+    """``grpc.ssl_server_credentials`` for the gRPC receiver; with a client CA, clients must
+    present a certificate it signed (``require_client_auth``)."""
+    import grpc
+
+    pair = (Path(tls.key).read_bytes(), Path(tls.cert).read_bytes())
+    if tls.client_ca is None:
+        return grpc.ssl_server_credentials([pair])
+    return grpc.ssl_server_credentials([pair], root_certificates=Path(tls.client_ca).read_bytes(),
+                                       require_client_auth=True)
+
+
+# -- bearer tokens ----------------------------------------------------------------------------
+
+def _read_tokens(path: str) -> tuple[bytes, ...]:
+    """The tokens of a token file: one a line; blank lines and ``#`` comments skipped.
+
+    Raises:
+        ValueError: the file cannot be read, holds no token, or a line is not a token (the
+            message names the file and line, never the token).
+    """
+    flag = "--bearer-token-file"
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
+        raise ValueError(f"{flag} {path}: cannot read it ({reason or exc})") from None
+    tokens: list[bytes] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        token = line.strip()
+        if not token or token.startswith("#"):
+            continue
+        if not set(token) <= _PRINTABLE:
+            raise ValueError(f"{flag} {path}: line {number} is not a token (visible ASCII "
+                             "characters without spaces)")
+        tokens.append(token.encode("ascii"))
+    if not tokens:
+        raise ValueError(f"{flag} {path}: holds no token (one a line; blank lines and lines "
+                         "starting with # are skipped)")
+    return tuple(tokens)
+
+
+class TokenStore:
+    """The bearer tokens of ``--bearer-token-file``; ``reload()`` re-reads the file (SIGHUP).
+
+    Raises:
+        ValueError: from the constructor, when the file gives no tokens (see ``_read_tokens``).
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._tokens = _read_tokens(path)
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._tokens)
+
+    def check(self, authorization: str | None) -> bool:
+        """True when ``authorization`` is ``Bearer <token>`` with a token of the file.
+
+        The scheme is case-insensitive (RFC 7235 section 2.1); one or more spaces follow it.
+        The candidate is compared with every token by ``hmac.compare_digest``, without
+        stopping at a match, so the time taken does not tell which token matched or how much
+        of one did.
+        """
+        if not authorization:
+            return False
+        scheme, _, credentials = authorization.partition(" ")
+        candidate = credentials.lstrip(" ")
+        if scheme.lower() != "bearer" or not candidate or not set(candidate) <= _PRINTABLE:
+            return False
+        given = candidate.encode("ascii")
+        matched = False
+        for token in self._tokens:   # a snapshot: reload() swaps the tuple whole
+            matched |= hmac.compare_digest(given, token)
+        return matched
+
+    def reload(self) -> bool:
+        """Re-read the file. On failure the tokens in use stay, one WARNING line names the
+        file and the reason, and False is returned."""
+        with self._lock:
+            try:
+                tokens = _read_tokens(self.path)
+            except ValueError as exc:
+                _log.warning("otel-tooleval serve: bearer tokens not reloaded, the previous "
+                             "ones stay: %s", exc)
+                return False
+            self._tokens = tokens
+        _log.info("otel-tooleval serve: %d bearer tokens reloaded from %s", len(tokens),
+                  self.path)
+        return True
+
+
+def authorized(tokens: TokenStore | None, authorization: str | None) -> bool:
+    """The receivers' check: no token file means everyone; else ``tokens.check``. Run it on
+    the ``Authorization`` header before reading a body; a refusal is HTTP 401 with
+    ``HTTP_CHALLENGE`` (``/healthz`` stays open) or gRPC ``UNAUTHENTICATED``."""
+    return tokens is None or tokens.check(authorization)
+
+
+def refusal_reason(authorization: str | None) -> str:
+    """What a refusal log line says: never the token."""
+    return "no bearer token" if not authorization else "bearer token not accepted"
+
+
+def grpc_auth_interceptor(tokens: TokenStore) -> Any:
+    """A gRPC server interceptor: calls without ``authorization: Bearer <token>`` metadata of
+    ``tokens`` end with UNAUTHENTICATED before their handler runs (nothing of them is
+    accepted), with one WARNING line naming the peer, never the token."""
+    import grpc
+
+    class BearerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            values = [value for key, value in details.invocation_metadata or ()
+                      if key == "authorization"]
+            authorization = (values[0] if len(values) == 1 and isinstance(values[0], str)
+                             else None)
+            if tokens.check(authorization):
+                return continuation(details)
+            reason = refusal_reason(authorization)
+
+            def refuse(request: bytes, context: Any) -> bytes:
+                _log.warning("otel-tooleval serve: gRPC request from %s refused: "
+                             "UNAUTHENTICATED %s", context.peer(), reason)
+                context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+                raise AssertionError("not reached: abort raises")
+
+            return grpc.unary_unary_rpc_method_handler(refuse)
+
+    return BearerAuthInterceptor()
+
+
+# -- exposure ---------------------------------------------------------------------------------
+
+def is_loopback(host: str) -> bool:
+    """True when every address ``host`` resolves to is a loopback address; a name that does
+    not resolve is not loopback."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(
+        ipaddress.ip_address(str(a).split("%", 1)[0]).is_loopback for a in addresses)
+
+
+def check_exposure(addresses: dict[str, str | None], *, tls: TlsSettings | None,
+                   tokens: bool, insecure_bind: bool) -> None:
+    """Refuse to listen beyond loopback without TLS and authentication.
+
+    ``addresses`` maps a flag (``--grpc``) to its ``HOST:PORT`` (None when off). Outside
+    loopback, serve needs TLS and a way to tell senders apart: bearer tokens, or client
+    certificates (``--tls-client-ca``). ``insecure_bind`` lifts the rule.
+
+    Raises:
+        ValueError: one line naming the flag, the address and what is missing.
+    """
+    if insecure_bind:
+        return
+    from .options import parse_address
+
+    missing = [what for what, ok in (("--tls-cert/--tls-key", tls is not None),
+                                     ("--bearer-token-file (or --tls-client-ca)",
+                                      tokens or (tls is not None and tls.client_ca is not None)))
+               if not ok]
+    if not missing:
+        return
+    for flag, address in addresses.items():
+        if address and not is_loopback(parse_address(address, 0)[0]):
+            raise ValueError(f"{flag} {address}: listening beyond loopback needs "
+                             f"{' and '.join(missing)}; pass --insecure-bind to listen "
+                             "without them (on a network you trust)")
