@@ -9,6 +9,7 @@ deep match) and per-call latency (``max_duration_ms``, one scoring aspect each).
 from __future__ import annotations
 
 import datetime
+import json
 import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
@@ -293,21 +294,23 @@ def _in_order_bits(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     with_args: dict[str, list[int]] = {}      # and with args
     for e in entries:
         (plain if e.args is None else with_args).setdefault(e.tool, []).append(e.index)
-    tool_masks: dict[str, int] = {}
-    budget = [ROW_BUDGET_BYTES]               # for the shared tool masks kept
+    masks: dict[Any, int] = {}                # by tool, or by tool and args: entries share
+    budget = [ROW_BUDGET_BYTES]               # bytes of masks kept
 
     def mask_of(k: int) -> int:
         entry = entries[k]
+        key = entry.tool if entry.args is None else _args_key(entry)
+        mask = masks.get(key)
+        if mask is not None:
+            return mask
         where = positions[entry.tool]
         if entry.args is not None:
-            return _mask([j for j in where if entry.args_hold(calls[j])])
-        mask = tool_masks.get(entry.tool)
-        if mask is None:
-            mask = _mask(where)
-            size = len(where) and (where[-1] >> 3) + 1
-            if size <= budget[0]:
-                budget[0] -= size
-                tool_masks[entry.tool] = mask
+            where = [j for j in where if entry.args_hold(calls[j])]
+        mask = _mask(where)
+        size = len(where) and (where[-1] >> 3) + 1
+        if key is not None and size <= budget[0]:
+            budget[0] -= size
+            masks[key] = mask
         return mask
 
     def first_match(lo: int, hi: int, j: int) -> int:
@@ -326,6 +329,14 @@ def _in_order_bits(entries: Sequence[_Entry], calls: Sequence[ToolCall],
 
     pairs = in_order_pairs(len(entries), len(calls), mask_of, first_match)
     return {k: calls[j] for k, j in pairs}
+
+
+def _args_key(entry: _Entry) -> tuple[str, str] | None:
+    """Entries with equal tool and args match the same calls: one mask for all of them."""
+    try:
+        return entry.tool, json.dumps(entry.args, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 def _mask(positions: Sequence[int]) -> int:
