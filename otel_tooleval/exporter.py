@@ -12,6 +12,13 @@ Every span handed to ``export`` reaches the wrapped exporter exactly once. Calls
 wrapped exporter are serialised by one lock (the batch processor's thread and the grading
 thread both export), except ``shutdown``, which may interrupt an export that hangs, as the SDK's
 own batch processor does. Nothing raises into the caller.
+
+``force_flush`` and ``shutdown`` return by their ``timeout_millis`` (plus a few milliseconds)
+whatever hangs: a busy grading thread is waited for until the deadline only, and the calls they
+make into the wrapped exporter (``force_flush``, ``shutdown``, and once shutting down
+``export``) run on a short-lived helper thread that is waited for until the deadline, since a
+wrapped exporter may ignore its own timeout or take none. A call still running at the deadline
+makes the result False; it finishes, or not, in the background.
 """
 
 from __future__ import annotations
@@ -38,6 +45,8 @@ __all__ = ["ToolEvalSpanExporter"]
 
 _log = logging.getLogger(__name__)
 _LOCK_SLICE = 0.1          # seconds between checks of the shutdown deadline while waiting
+_MIN_WAIT = 0.02           # seconds a wrapped call is waited for even past the deadline
+_FAILED: Any = object()    # a wrapped call that raised (reported)
 UNGRADED: Any = object()   # config sentinel: forward everything as it is (zero-code fallback)
 
 
@@ -129,14 +138,11 @@ class ToolEvalSpanExporter(SpanExporter):
                 ok = self._grader.flush(max(deadline - time.monotonic(), 0.0))
             if not self._acquire(deadline):
                 return False
-            token = suppress_instrumentation()
-            try:
-                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
-                flushed = self.exporter.force_flush(remaining) is not False
-            finally:
-                detach(token)
-                self._lock.release()
-            return ok and flushed
+            remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+            finished, flushed = self._call_wrapped(
+                "exporter.force_flush", lambda: self.exporter.force_flush(remaining), deadline,
+                release=True)
+            return ok and finished and flushed is not False and flushed is not _FAILED
         except Exception:  # noqa: BLE001
             self._report("force_flush")
             return False
@@ -161,19 +167,16 @@ class ToolEvalSpanExporter(SpanExporter):
                 self._report("shutdown")
                 ok = False
         # Not under the lock: shutting the wrapped exporter down is what ends a hung export.
-        token = suppress_instrumentation()
-        try:
+        remaining = max(int((deadline - time.monotonic()) * 1000), 0)
+
+        def shut_wrapped() -> None:
             if self._shutdown_takes_timeout:
-                remaining = max(int((deadline - time.monotonic()) * 1000), 0)
                 self.exporter.shutdown(timeout_millis=remaining)  # type: ignore[call-arg]
             else:
                 self.exporter.shutdown()
-        except Exception:  # noqa: BLE001
-            self._report("exporter.shutdown")
-            ok = False
-        finally:
-            detach(token)
-        return ok
+
+        finished, result = self._call_wrapped("exporter.shutdown", shut_wrapped, deadline)
+        return ok and finished and result is not _FAILED
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -211,10 +214,57 @@ class ToolEvalSpanExporter(SpanExporter):
                 return False
         return True
 
+    def _call_wrapped(self, what: str, call: Callable[[], Any], deadline: float, *,
+                      release: bool = False) -> tuple[bool, Any]:
+        """Run a call into the wrapped exporter on a helper thread and wait for it until
+        ``deadline``: (finished in time, its result or ``_FAILED`` if it raised, reported).
+
+        ``release``: the caller holds the lock; the helper releases it when the call returns,
+        so a call that outlives the deadline keeps other exports out until it ends.
+        """
+        box: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            token = suppress_instrumentation()
+            try:
+                box.append(call())
+            except Exception:  # noqa: BLE001 - reported, never raised into the caller
+                self._report(what)
+                box.append(_FAILED)
+            finally:
+                detach(token)
+                if release:
+                    self._lock.release()
+                done.set()
+
+        try:
+            threading.Thread(target=run, name=f"otel-tooleval {what}", daemon=True).start()
+        except RuntimeError:     # no new threads (interpreter shutting down): call it here
+            run()
+        if not done.wait(max(deadline - time.monotonic(), _MIN_WAIT)):
+            if what + " deadline" not in self._reported:
+                self._reported.add(what + " deadline")
+                _log.warning("otel-tooleval: the wrapped %s did not return within the timeout; "
+                             "it is left running in the background", what)
+            return False, None
+        return True, box[0]
+
     def _export_wrapped(self, spans: list[ReadableSpan], held: bool = False) -> SpanExportResult:
         if not self._acquire():
             self._dropped(len(spans), held)
             return SpanExportResult.FAILURE
+        deadline = self._deadline
+        if deadline is not None:
+            # Shutting down: not even an export that hangs may hold shutdown past its deadline.
+            finished, result = self._call_wrapped(
+                "exporter.export", lambda: self.exporter.export(spans), deadline, release=True)
+            if not finished:
+                self._dropped(len(spans), held)
+                return SpanExportResult.FAILURE
+            if result is _FAILED:
+                return SpanExportResult.FAILURE
+            return result if isinstance(result, SpanExportResult) else SpanExportResult.SUCCESS
         token = suppress_instrumentation()
         try:
             result = self.exporter.export(spans)

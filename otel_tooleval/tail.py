@@ -460,12 +460,16 @@ class TailGrader(Generic[H]):
     # -- flush and shutdown -----------------------------------------------------------------
 
     def _request(self, kind: str, deadline: float) -> bool:
-        if self._worker is None or not self._worker.is_alive():
-            # No thread (nothing was ever accepted, or after fork): decide here.
-            self._decide_all(self.buffers.take_due(
-                everything=kind if kind == "shutdown" else None,
-                rooted=kind if kind == "flush" else None))
-            return True
+        worker = self._worker
+        if worker is None or not worker.is_alive():
+            if not len(self.buffers):
+                return True     # nothing was ever accepted, or after fork: nothing to decide
+            # Traces but no thread (it ended): start one rather than grade and forward here,
+            # where neither could be bounded by the deadline.
+            with self._worker_lock:
+                if self._worker is worker:
+                    self._worker = None
+            self._ensure_worker()
         done = threading.Event()
         with self._wake:
             self._requests.append((kind, done))

@@ -156,6 +156,28 @@ def test_bench_graders(capfd: pytest.CaptureFixture[str],
     _no_missing(rows)
 
 
+# -- in_order --------------------------------------------------------------------------------
+
+def test_bench_in_order(capfd: pytest.CaptureFixture[str],
+                        monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("in-order")
+    fig, out, argv = _run(bench, ["--sizes", "60,120", "--before-max", "60", "--repeat", "1"],
+                          capfd, monkeypatch)
+    assert fig["sizes"] == [60, 120]
+    rows = fig["rows"]
+    assert [(r["variant"], r["n"]) for r in rows] == [
+        ("names", 60), ("names", 120), ("args", 60), ("args", 120)]
+    for r in rows:
+        assert 0 < r["hits"] <= r["n"] and math.isfinite(r["growth"]) and r["peak_mib"] > 0
+        assert ("before_ms" in r) == (r["n"] == 60)
+        if r["n"] == 60:
+            assert r["same"] is True and math.isfinite(r["ratio"])
+    assert "before: not timed" in out
+    table = _rows("in-order", bench, fig, argv, capfd)
+    assert len(table) == 2 * len(rows)   # per size: before/after (or after), twice the input
+    _no_missing(table)
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 MEMORY_TINY = ["--max-open-runs", "100", "--run-calls", "7", "--spans", "400", "--every", "100",
@@ -301,14 +323,14 @@ def test_bench_forward(capfd: pytest.CaptureFixture[str],
 
 # -- every script is covered --------------------------------------------------------------------
 
-COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_memory", "bench_files",
-                   "bench_serve", "bench_hooks", "profile_grading_side", "profile_processor",
-                   "bench_forward"}
+COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
+                   "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
+                   "profile_processor", "bench_forward"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"__init__", "run_all"}
     assert scripts == COVERED_MODULES
-    assert set(BENCHES) == {"overhead", "overhead-process", "graders", "memory", "files",
-                            "serve"}
+    assert set(BENCHES) == {"overhead", "overhead-process", "graders", "in-order", "memory",
+                            "files", "serve"}
     assert set(BENCHES) <= set(run_all.ROWS) | {"memory"}   # memory: its own summary

@@ -6,7 +6,7 @@ import json
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -513,3 +513,170 @@ def test_verdicts_arrive_over_otlp(receiver: OtlpReceiver, protocol: str) -> Non
         events = [e for e in root["events"] if e["name"] == "gen_ai.evaluation.result"]
         assert len(events) == 4
         assert root["parent_span_id"] is None
+
+
+# -- deadlines: force_flush and shutdown return by timeout_millis, whatever hangs ------------------
+#
+# Each call must return within its timeout plus generous slack (SLACK_S: these are not timing
+# tests, only "it returned"), and say False when it could not finish. A hang that outlasts the
+# bound (HANG_S) is released by the test at the end.
+
+SLACK_S = 5.0
+HANG_S = 60.0
+
+
+class Stuck(Recording):
+    """A wrapped exporter whose chosen calls block until released (or HANG_S)."""
+
+    def __init__(self, *, export: bool = False, flush: bool = False, shutdown: bool = False,
+                 shutdown_takes_timeout: bool = False) -> None:
+        super().__init__()
+        self.hang = {"export": export, "flush": flush, "shutdown": shutdown}
+        self.entered: dict[str, threading.Event] = {k: threading.Event() for k in self.hang}
+        self.release = threading.Event()
+        if shutdown_takes_timeout:
+            self.shutdown = self._shutdown_with_timeout  # type: ignore[method-assign]
+
+    def _block(self, what: str) -> None:
+        self.entered[what].set()
+        if self.hang[what]:
+            self.release.wait(HANG_S)
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        super().export(spans)
+        self._block("export")
+        return SpanExportResult.SUCCESS
+
+    def force_flush(self, timeout_millis: int = 30_000) -> bool:
+        super().force_flush(timeout_millis)
+        self._block("flush")
+        return True
+
+    def shutdown(self) -> None:
+        super().shutdown()
+        self._block("shutdown")
+
+    def _shutdown_with_timeout(self, timeout_millis: int = 30_000) -> None:
+        super().shutdown()
+        self._block("shutdown")   # ignores its timeout, as a buggy exporter may
+
+
+def _returns_within(call: Callable[[], Any], timeout_ms: int) -> Any:
+    """The call's result, asserting it came back within its timeout plus SLACK_S."""
+    started = time.monotonic()
+    result = call()
+    assert time.monotonic() - started < timeout_ms / 1000 + SLACK_S, "did not honour its timeout"
+    return result
+
+
+def _one_run(tracer: trace.Tracer, agent: str = "a") -> None:
+    with tracer.start_as_current_span(f"invoke_agent {agent}", attributes=AGENT), \
+            tracer.start_as_current_span("execute_tool search",
+                                         attributes={"gen_ai.tool.name": "search"}):
+        pass
+
+
+@pytest.fixture
+def stuck_setups() -> Iterator[list[tuple[Stuck, Setup]]]:
+    made: list[tuple[Stuck, Setup]] = []
+    yield made
+    for wrapped, setup in made:
+        wrapped.release.set()
+        setup.close()
+
+
+def _setup(made: list[tuple[Stuck, Setup]], wrapped: Stuck, **options: Any) -> Setup:
+    s = Setup(wrapped=wrapped, **options)
+    made.append((wrapped, s))
+    return s
+
+
+def test_force_flush_returns_false_when_the_wrapped_force_flush_hangs(
+        stuck_setups: list[tuple[Stuck, Setup]]) -> None:
+    wrapped = Stuck(flush=True)
+    s = _setup(stuck_setups, wrapped, decision_wait=30.0)
+    s.agent_run(["search"])
+    assert _returns_within(lambda: s.exporter.force_flush(300), 300) is False
+    assert wrapped.entered["flush"].is_set()
+    assert len(s.reports) == 1           # graded and forwarded before the wrapped flush
+    # The lock is back once the wrapped flush returns: exports go on.
+    wrapped.release.set()
+    deadline = time.monotonic() + SLACK_S
+    while s.exporter._lock.locked() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert s.exporter.export([]) is SpanExportResult.SUCCESS
+    assert s.exporter.force_flush(5_000) is True
+
+
+@pytest.mark.parametrize("takes_timeout", [False, True])
+def test_shutdown_returns_false_when_the_wrapped_shutdown_hangs(
+        stuck_setups: list[tuple[Stuck, Setup]], takes_timeout: bool) -> None:
+    wrapped = Stuck(shutdown=True, shutdown_takes_timeout=takes_timeout)
+    s = _setup(stuck_setups, wrapped, decision_wait=30.0)
+    s.agent_run(["search"])
+    assert _returns_within(lambda: s.exporter.shutdown(timeout_millis=300), 300) is False
+    assert wrapped.entered["shutdown"].is_set() and wrapped.shutdowns == 1
+    assert len(s.reports) == 1           # the open trace was decided first
+
+
+def test_shutdown_returns_when_the_grading_thread_is_busy_and_export_hangs(
+        stuck_setups: list[tuple[Stuck, Setup]]) -> None:
+    """The grading thread is stuck in a report callback; the run it has not reached yet is
+    forwarded ungraded by shutdown itself, into a wrapped export that hangs."""
+    busy = threading.Event()
+    free = threading.Event()
+
+    def on_report(report: RunReport) -> None:
+        busy.set()
+        free.wait(HANG_S)
+
+    wrapped = Stuck()
+    s = _setup(stuck_setups, wrapped, decision_wait=0.0, on_report=on_report)
+    s.agent_run(["search"], agent="first")
+    assert busy.wait(SLACK_S)            # the grading thread is inside on_report
+    s.agent_run(["search"], agent="second")
+    wrapped.hang["export"] = True        # from now on the wrapped export hangs
+    try:
+        assert _returns_within(lambda: s.exporter.shutdown(timeout_millis=300), 300) is False
+        assert _returns_within(lambda: s.exporter.force_flush(300), 300) is True  # shut down
+    finally:
+        free.set()
+    assert s.exporter.stats()["dropped.shutdown"] >= 1
+
+
+def test_force_flush_returns_false_while_the_grading_thread_is_busy(
+        stuck_setups: list[tuple[Stuck, Setup]]) -> None:
+    busy = threading.Event()
+    free = threading.Event()
+    reports: list[RunReport] = []
+
+    def on_report(report: RunReport) -> None:
+        reports.append(report)
+        busy.set()
+        free.wait(HANG_S)
+
+    s = _setup(stuck_setups, Stuck(), decision_wait=0.0, on_report=on_report)
+    try:
+        s.agent_run(["search"], agent="first")
+        assert busy.wait(SLACK_S)
+        s.agent_run(["search"], agent="second")
+        assert _returns_within(lambda: s.exporter.force_flush(300), 300) is False
+    finally:
+        free.set()
+    assert s.exporter.force_flush(10_000) is True
+    assert len(reports) == 2
+
+
+def test_force_flush_and_shutdown_return_when_the_wrapped_exporter_hangs_everywhere(
+        stuck_setups: list[tuple[Stuck, Setup]]) -> None:
+    """Export (holding the lock), force_flush and shutdown all hang at once."""
+    wrapped = Stuck(flush=True, shutdown=True)
+    s = _setup(stuck_setups, wrapped, decision_wait=0.0)
+    wrapped.hang["export"] = True
+    worker = threading.Thread(target=s.agent_run, args=(["search"],), daemon=True)
+    worker.start()                       # SimpleSpanProcessor: the first child's export hangs
+    assert wrapped.entered["export"].wait(SLACK_S)
+    assert _returns_within(lambda: s.exporter.force_flush(300), 300) is False
+    assert _returns_within(lambda: s.exporter.shutdown(timeout_millis=300), 300) is False
+    wrapped.release.set()
+    worker.join(SLACK_S)

@@ -9,7 +9,9 @@ deep match) and per-call latency (``max_duration_ms``, one scoring aspect each).
 from __future__ import annotations
 
 import datetime
+import json
 import math
+from bisect import bisect_left
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -27,6 +29,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
@@ -260,10 +263,89 @@ _PENDING = attrgetter("pending")
 def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
               by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
     """Entry index -> matched call for the best largest in-order matching (``by_tool``:
-    ``_by_tool(entries)``)."""
+    ``_by_tool(entries)``).
+
+    Without latency limits every largest matching scores the same (hits / entries), so only
+    the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
+    ``_in_order_settled`` would. With limits the choice weighs latency hits and neutral aspects
+    too, which a length-only recurrence cannot see: those configs keep the column DPs below.
+    """
+    if all(e.limit is None for e in entries):
+        return _in_order_bits(entries, calls, by_tool)
     if not any(map(_PENDING, calls)):
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
+
+
+def _in_order_bits(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                   by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+    """``_in_order`` for entries without latency limits, through ``ordered_match``.
+
+    An entry's mask over the calls: for a plain tool entry, every call of that tool (one mask
+    per tool, shared); for an entry with arguments, the calls of its tool whose arguments
+    match, found in one pass over those calls only.
+    """
+    positions: dict[str, list[int]] = {tool: [] for tool in by_tool}
+    for j, call in enumerate(calls):
+        found = positions.get(call.name)
+        if found is not None:
+            found.append(j)
+    plain: dict[str, list[int]] = {}          # entry indices, per tool: without args
+    with_args: dict[str, list[int]] = {}      # and with args
+    for e in entries:
+        (plain if e.args is None else with_args).setdefault(e.tool, []).append(e.index)
+    masks: dict[Any, int] = {}                # by tool, or by tool and args: entries share
+    budget = [ROW_BUDGET_BYTES]               # bytes of masks kept
+
+    def mask_of(k: int) -> int:
+        entry = entries[k]
+        key = entry.tool if entry.args is None else _args_key(entry)
+        mask = masks.get(key)
+        if mask is not None:
+            return mask
+        where = positions[entry.tool]
+        if entry.args is not None:
+            where = [j for j in where if entry.args_hold(calls[j])]
+        mask = _mask(where)
+        size = len(where) and (where[-1] >> 3) + 1
+        if key is not None and size <= budget[0]:
+            budget[0] -= size
+            masks[key] = mask
+        return mask
+
+    def first_match(lo: int, hi: int, j: int) -> int:
+        call = calls[j]
+        indices = plain.get(call.name, ())
+        p = bisect_left(indices, lo)
+        best = indices[p] if p < len(indices) and indices[p] < hi else hi
+        indices = with_args.get(call.name, ())
+        for p in range(bisect_left(indices, lo), len(indices)):
+            k = indices[p]
+            if k >= best:
+                break
+            if entries[k].args_hold(call):
+                return k
+        return best
+
+    pairs = in_order_pairs(len(entries), len(calls), mask_of, first_match)
+    return {k: calls[j] for k, j in pairs}
+
+
+def _args_key(entry: _Entry) -> tuple[str, str] | None:
+    """Entries with equal tool and args match the same calls: one mask for all of them."""
+    try:
+        return entry.tool, json.dumps(entry.args, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
+
+
+def _mask(positions: Sequence[int]) -> int:
+    if not positions:
+        return 0
+    buf = bytearray((positions[-1] >> 3) + 1)
+    for p in positions:
+        buf[p >> 3] |= 1 << (p & 7)
+    return int.from_bytes(buf, "little")
 
 
 def _in_order_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],

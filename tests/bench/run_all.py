@@ -2,7 +2,8 @@
 
 A standalone script, not a pytest test::
 
-    python tests/bench/run_all.py [--full] [--only overhead,overhead-process,graders,memory,files,serve]
+    python tests/bench/run_all.py [--full] [--only overhead,overhead-process,graders,in-order,memory,files,
+                                  serve]
                                   [--json FILE] [--memory-args "..."]
 
 Each bench runs in a fresh Python process (its own heap, threads and peak RSS) through its
@@ -20,6 +21,7 @@ overhead    10/50/500 calls, 9 pairs, ~8,000 spans each      10/50/500 calls, 9 
 overhead-   the same with ``--grading process``              the same with ``--grading process``
 process
 graders     10 / 100 / 1,000 / 10,000 calls, LCS 10k x 10k   the same, 9 repeats
+in-order    in_order 1k / 5k / 10k, before and after         the same, 5 repeats
 memory      ``bench_memory.main([])`` (its own defaults)     ``bench_memory.main(["--full"])``
 files       100,000 and 400,000 spans                        250,000 and 1,000,000 spans
 serve       3 rounds of 100,000 spans                        3 rounds of 300,000 spans
@@ -73,6 +75,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench("graders", "bench_graders",
           ("--sizes", "10,100,1000,10000", "--repeat", "7"),
           ("--sizes", "10,100,1000,10000", "--repeat", "9")),
+    Bench("in-order", "bench_in_order", ("--sizes", "1000,5000,10000"),
+          ("--sizes", "1000,5000,10000", "--repeat", "5")),
     Bench("memory", "bench_memory", (), ("--full",)),
     Bench("files", "bench_files", ("--spans", "100000,400000"), ("--spans", "250000,1000000")),
     Bench("serve", "bench_serve", ("--spans", "100000", "--rounds", "3"),
@@ -211,6 +215,27 @@ def rows_graders(fig: dict[str, Any], cmd: Callable[[list[str]], str],
     return rows
 
 
+def rows_in_order(fig: dict[str, Any], cmd: Callable[[list[str]], str],
+                  argv: Sequence[str]) -> list[Row]:
+    rows = []
+    again = cmd(list(argv))
+    for r in fig.get("rows", []):
+        n, variant = r["n"], r["variant"]
+        if "before_ms" in r:
+            rows.append(Row(f"tool_trajectory in_order {n:,} x {r['calls']:,} ({variant}): "
+                            f"before/after (same matching: {r['same']})",
+                            f"{_fmt(r['ratio'], 'x', 1)} ({_fmt(r['before_ms'], ' ms', 0)} -> "
+                            f"{_fmt(r['after_ms'], ' ms', 1)})", "-",
+                            None if r["same"] else False, again))
+        else:
+            rows.append(Row(f"tool_trajectory in_order {n:,} x {r['calls']:,} ({variant})",
+                            _fmt(r["after_ms"], " ms", 1), "-", None, again))
+        rows.append(Row(f"  ... twice the input ({2 * n:,}): time, peak memory",
+                        f"{_fmt(r['growth'], 'x')}, {_fmt(r['peak_growth'], 'x')} of "
+                        f"{_fmt(r['peak_mib'], ' MiB')}", "-", None, again))
+    return rows
+
+
 def rows_files(fig: dict[str, Any], cmd: Callable[[list[str]], str],
                argv: Sequence[str]) -> list[Row]:
     rows = []
@@ -290,7 +315,8 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 
 ROWS: dict[str, Callable[..., list[Row]]] = {
-    "overhead": rows_overhead, "overhead-process": rows_overhead, "graders": rows_graders, "files": rows_files,
+    "overhead": rows_overhead, "overhead-process": rows_overhead, "graders": rows_graders,
+    "in-order": rows_in_order, "files": rows_files,
     "serve": rows_serve,
 }
 

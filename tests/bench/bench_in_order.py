@@ -1,0 +1,143 @@
+"""``tool_trajectory`` in_order matching: bit-parallel (now) against the column DPs (before).
+
+A standalone script, not a pytest test::
+
+    python tests/bench/bench_in_order.py [--sizes 1000,5000,10000] [--before-max 10000]
+
+For each size n: n expected entries against an edited copy of them as the run's calls (about n
+calls; substitutions, insertions, deletions), over 8 tools, in two variants: ``names``, plain
+tool entries and no pending call; ``args``, a third of the entries with an argument matcher and
+1% of the calls pending (the case that took the Pareto-front DP before). Times the matching
+itself (``tool_trajectory._in_order``; the arguments are decoded beforehand, as a grader that
+ran first would have) now and with the implementation it replaced (kept as the oracle of
+``tests/test_in_order_bits.py``), checks both chose the same calls, and prints before/after.
+Then the growth for twice the input: now at 2n against n (the rows are n x n bits, so ~4x is
+expected; the per-call Python work of before grew the same way, only ~50-100 times slower), and
+the tracemalloc peak at n and 2n.
+
+``--before-max`` caps the sizes at which the old implementation is timed (it takes tens of
+seconds at 10,000 x 10,000). ``main(argv)`` returns the figures as a dict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the oracle, in tests/
+
+from otel_tooleval.graders import tool_trajectory as tt
+from otel_tooleval.model import ToolCall
+from tests.test_in_order_bits import _oracle
+
+TOOLS = [f"tool_{i}" for i in range(8)]
+Case = tuple[list[tt._Entry], list[ToolCall]]
+
+
+def case(n: int, variant: str, seed: int = 16) -> Case:
+    """n entries and an edited copy of them as calls (see the module docstring)."""
+    rng = random.Random(seed)
+    with_args = variant == "args"
+    plan = [(rng.choice(TOOLS), rng.randrange(4)) for _ in range(n)]
+    entries = [tt._Entry(i, tool, {"k": key} if with_args and i % 3 == 0 else None, None)
+               for i, (tool, key) in enumerate(plan)]
+    actual = list(plan)
+    for _ in range(n // 5):
+        i = rng.randrange(len(actual))
+        op = rng.randrange(3)
+        if op == 0:
+            actual[i] = (rng.choice(TOOLS), rng.randrange(4))
+        elif op == 1:
+            actual.insert(i, (rng.choice(TOOLS), rng.randrange(4)))
+        else:
+            del actual[i]
+    calls = []
+    for j, (tool, key) in enumerate(actual):
+        pending = with_args and rng.random() < 0.01
+        c = ToolCall(tool, j, raw_arguments=json.dumps({"k": key, "path": f"src/{j}.py"}),
+                     pending=pending, start_ns=0, end_ns=None if pending else 1_000_000)
+        c.arguments   # noqa: B018 - decoded once, before timing
+        calls.append(c)
+    return entries, calls
+
+
+def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
+    """The result and median seconds of ``repeat`` calls."""
+    times, result = [], None
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t0)
+    return result, statistics.median(times)
+
+
+def peak(fn: Callable[[], Any]) -> int:
+    tracemalloc.start()
+    try:
+        fn()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _chosen(matched: dict[int, ToolCall]) -> dict[int, int]:
+    return {k: c.index for k, c in matched.items()}
+
+
+def bench(sizes: Sequence[int], before_max: int, repeat: int) -> list[dict[str, Any]]:
+    rows = []
+    for variant in ("names", "args"):
+        for n in sizes:
+            entries, calls = case(n, variant)
+            by_tool = tt._by_tool(entries)
+
+            now = partial(tt._in_order, entries, calls, by_tool)
+            matched, after = timed(now, repeat)
+            row: dict[str, Any] = {"variant": variant, "n": n, "calls": len(calls),
+                                   "hits": len(matched), "after_ms": after * 1000}
+            if n <= before_max:
+                old, before = timed(partial(_oracle, entries, calls, by_tool), 1)
+                row["before_ms"] = before * 1000
+                row["ratio"] = before / after
+                row["same"] = _chosen(old) == _chosen(matched)
+            double_entries, double_calls = case(2 * n, variant)
+            double = partial(tt._in_order, double_entries, double_calls,
+                             tt._by_tool(double_entries))
+            row["growth"] = timed(double, repeat)[1] / after
+            row["peak_mib"] = peak(now) / 2**20
+            row["peak_growth"] = peak(double) / 2**20 / row["peak_mib"]
+            before_text = (f"before {row['before_ms']:,.0f} ms, {row['ratio']:,.0f}x faster, "
+                           f"same matching: {row['same']}" if "before_ms" in row
+                           else "before: not timed (--before-max)")
+            print(f"in_order {variant:<5} {n:>6,} x {len(calls):>6,}: {len(matched):,} hits; "
+                  f"after {row['after_ms']:,.1f} ms; {before_text}; twice the input: "
+                  f"{row['growth']:.2f}x the time, peak {row['peak_mib']:.1f} MiB -> "
+                  f"{row['peak_growth']:.2f}x", flush=True)
+            rows.append(row)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,5000,10000")
+    parser.add_argument("--before-max", type=int, default=10_000,
+                        help="largest size at which the old implementation is timed")
+    parser.add_argument("--repeat", type=int, default=3)
+    opts = parser.parse_args(argv)
+    sizes = [int(s) for s in opts.sizes.split(",")]
+    print(f"python {sys.version.split()[0]}")
+    rows = bench(sizes, opts.before_max, opts.repeat)
+    return {"sizes": sizes, "rows": rows}
+
+
+if __name__ == "__main__":
+    main()
