@@ -10,12 +10,16 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from ._version import __version__
 from .config import ConfigError, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
 from .model import RunReport
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
+
+if TYPE_CHECKING:
+    from .outputs.stream import ReportWriter
 
 __all__ = ["main"]
 
@@ -51,7 +55,6 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _grade(args: argparse.Namespace) -> int:
-    from . import outputs as render
     from .aggregate import aggregate_passed
     from .files import InputError, InputProblem
     from .offline import grade_files
@@ -68,43 +71,42 @@ def _grade(args: argparse.Namespace) -> int:
         shown.append(f"{where}: {p.message}")
         print(f"otel-tooleval: {where}: {p.message}", file=sys.stderr)
 
-    try:
-        outcome = grade_files(args.files, config, input_format=args.input_format,
-                              group_by=args.group_by, on_problem=problem,
-                              max_line_bytes=args.max_line_bytes)
-    except InputError as exc:
-        print(f"otel-tooleval: {exc}", file=sys.stderr)
-        return 2
     out_stream = sys.stdout
-    if args.format == "json":
-        text = render.render_json(outcome.reports, outcome.aggregate,
-                                  include_calls=args.include_calls)
-    elif args.format == "junit":
-        text = render.render_junit(outcome.reports, outcome.aggregate, problems=shown)
-    elif args.format == "html":
-        text = render.render_html(outcome.reports, outcome.aggregate, problems=shown)
-    else:
-        color = (args.output is None and out_stream.isatty()
-                 and not os.environ.get("NO_COLOR"))
-        text = render.render_table(outcome.reports, outcome.aggregate, color=color,
-                                   problems=shown)
-    if args.output:
+    writer = _writer(args, out_stream)
+    broken = _ConfigErrors()
+
+    def graded(report: RunReport, key: tuple[int, int, int]) -> None:
+        # Each run is rendered (and spooled) now and dropped: memory stays flat in the runs.
+        writer.add(report, key)
+        broken.add(report, key)
+
+    try:
         try:
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text if text.endswith("\n") else text + "\n")
-        except OSError as exc:
-            print(f"otel-tooleval: cannot write {args.output}: {exc.strerror or exc}",
-                  file=sys.stderr)
+            outcome = grade_files(args.files, config, input_format=args.input_format,
+                                  group_by=args.group_by, on_problem=problem,
+                                  on_report=graded, max_line_bytes=args.max_line_bytes)
+        except InputError as exc:
+            print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
-    else:
-        out_stream.write(text if text.endswith("\n") else text + "\n")
+        if args.output:
+            try:
+                with open(args.output, "w", encoding="utf-8") as fh:
+                    writer.write(fh, outcome.aggregate, problems=shown)
+            except OSError as exc:
+                print(f"otel-tooleval: cannot write {args.output}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return 2
+        else:
+            writer.write(out_stream, outcome.aggregate, problems=shown)
+    finally:
+        writer.close()
     usable = True
     if outcome.problems and not args.allow_input_problems:
         # Part of the input was not read: a gate must not pass on what it could not see.
         print(f"otel-tooleval: {len(outcome.problems)} input problem(s), the first at "
               f"{shown[0]} (--allow-input-problems to gate on what was read)", file=sys.stderr)
         usable = False
-    runs = len(outcome.reports)
+    runs = outcome.runs
     if runs == 0 and not args.allow_empty:
         # A gate never passes on nothing: an empty file, HTTP-only traces, a wrong convention.
         files = " ".join(args.files)
@@ -116,8 +118,7 @@ def _grade(args: argparse.Namespace) -> int:
         print(f"otel-tooleval: {runs} agent run(s) found, --min-runs asks for "
               f"{args.min_runs}", file=sys.stderr)
         usable = False
-    broken = _config_errors(outcome.reports)
-    if broken:
+    if broken.count:
         # The config, not the agent, is wrong: that is a usage error, not a failed gate.
         print(f"otel-tooleval: {broken}", file=sys.stderr)
         usable = False
@@ -126,17 +127,45 @@ def _grade(args: argparse.Namespace) -> int:
     return 0 if aggregate_passed(outcome.aggregate) else 1
 
 
-def _config_errors(reports: Sequence[RunReport]) -> str:
-    """One line on the graders that met a configuration problem while grading, or ''."""
-    found = [(report, result) for report in reports for result in report.results
-             if result.error == CONFIGURATION_ERROR]
-    if not found:
-        return ""
-    report, result = found[0]
-    names = sorted({r.name for _, r in found})
-    return (f"config problem found while grading ({len(found)} result(s) of grader(s) "
-            f"{', '.join(names)}), the first in trace {report.run.trace_id_hex} root "
-            f"{report.run.root_span_id_hex}: {result.name}: {result.explanation}")
+def _writer(args: argparse.Namespace, out_stream: TextIO) -> ReportWriter:
+    from .outputs import HtmlWriter, JsonWriter, JunitWriter, TableWriter
+
+    if args.format == "json":
+        return JsonWriter(include_calls=args.include_calls)
+    if args.format == "junit":
+        return JunitWriter()
+    if args.format == "html":
+        return HtmlWriter()
+    color = (args.output is None and out_stream.isatty() and not os.environ.get("NO_COLOR"))
+    return TableWriter(color=color)
+
+
+class _ConfigErrors:
+    """The results of graders that met a configuration problem while grading: a count, the
+    graders' names and the first by run order (runs come in the order graded)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.names: set[str] = set()
+        self.first: tuple[tuple[int, int, int], str] | None = None
+
+    def add(self, report: RunReport, key: tuple[int, int, int]) -> None:
+        for result in report.results:
+            if result.error != CONFIGURATION_ERROR:
+                continue
+            self.count += 1
+            self.names.add(result.name)
+            if self.first is None or key < self.first[0]:
+                where = (f"the first in trace {report.run.trace_id_hex} root "
+                         f"{report.run.root_span_id_hex}: {result.name}: {result.explanation}")
+                self.first = (key, where)
+
+    def __str__(self) -> str:
+        """One line on them, or ''."""
+        if self.first is None:
+            return ""
+        return (f"config problem found while grading ({self.count} result(s) of grader(s) "
+                f"{', '.join(sorted(self.names))}), {self.first[1]}")
 
 
 def _inspect(args: argparse.Namespace) -> int:

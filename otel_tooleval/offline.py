@@ -2,7 +2,9 @@
 
 Files are read as streams (``files.read_records``), cut into traces as each one completes
 (``files.iter_traces``), and every trace is graded on its own, so memory grows with the number
-of traces open at once, not with the size of the files.
+of traces open at once, not with the size of the files. With ``on_report`` each run's report is
+handed over as it is graded and not kept (the aggregate is kept as sums), so memory does not
+grow with the number of runs either (``outputs.stream``).
 """
 
 from __future__ import annotations
@@ -13,22 +15,25 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from .aggregate import aggregate
+from .aggregate import RunningAggregate, aggregate
 from .config import ToolEvalConfig
 from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .grading import grade_records
 from .model import RunReport, SpanRecord
+from .outputs.stream import run_key
 
 __all__ = ["GradeOutcome", "detached_message", "grade_files"]
 
 
 @dataclass
 class GradeOutcome:
-    """What grading some files produced."""
+    """What grading some files produced (``reports`` stays empty when they were handed over
+    to ``on_report``; ``runs`` counts them either way)."""
 
     reports: list[RunReport] = field(default_factory=list)
     problems: list[InputProblem] = field(default_factory=list)
     spans: int = 0
+    runs: int = 0
     aggregate: dict[str, Any] = field(default_factory=dict)
 
 
@@ -55,7 +60,7 @@ def _counted(records: Iterable[SpanRecord], outcome: GradeOutcome, progress: _Pr
     for record in records:
         outcome.spans += 1
         if not outcome.spans & 0x3FFF:
-            progress.update(outcome.spans, len(outcome.reports))
+            progress.update(outcome.spans, outcome.runs)
         yield record
 
 
@@ -84,8 +89,13 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
                 input_format: str | None = None, group_by: str | None = None,
                 progress: TextIO | None = None,
                 on_problem: Callable[[InputProblem], None] | None = None,
+                on_report: Callable[[RunReport, tuple[int, int, int]], None] | None = None,
                 max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> GradeOutcome:
     """Read, cut and grade every file (``-`` is standard input); then aggregate.
+
+    The reports are ``outcome.reports``, sorted by ``outputs.stream.run_key``; or, with
+    ``on_report``, each is passed to it with that key as soon as it is graded, in the order
+    graded, and not kept.
 
     Raises:
         files.InputError: a file cannot be read at all, has a JSON line or document longer
@@ -94,6 +104,7 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     """
     outcome = GradeOutcome()
     meter = _Progress(progress if progress is not None else sys.stderr)
+    running = RunningAggregate(config, group_by=group_by) if on_report is not None else None
 
     def problem(p: InputProblem) -> None:
         outcome.problems.append(p)
@@ -109,12 +120,23 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
             problem(InputProblem(path, None, detached_message(spans)))
 
         for trace in iter_traces(_counted(records, outcome, meter)):
-            outcome.reports.extend(grade_records(trace, config, on_detached=detached))
+            reports = grade_records(trace, config, on_detached=detached)
+            outcome.runs += len(reports)
+            if running is None or on_report is None:
+                outcome.reports.extend(reports)
+                continue
+            for report in reports:
+                key = run_key(report)
+                running.add(report, key)
+                on_report(report, key)
         if outcome.spans == spans_before and len(outcome.problems) > problems_before:
             # Nothing but problems: this is not a trace file we can read.
             raise InputError(f"{path}: no span could be read "
                              f"({len(outcome.problems) - problems_before} problems)")
-    meter.update(outcome.spans, len(outcome.reports), final=outcome.spans > 0x3FFF)
-    outcome.reports.sort(key=lambda r: (r.run.start_ns, r.run.trace_id, r.run.root_span_id))
+    meter.update(outcome.spans, outcome.runs, final=outcome.spans > 0x3FFF)
+    if running is not None:
+        outcome.aggregate = running.result()
+        return outcome
+    outcome.reports.sort(key=run_key)
     outcome.aggregate = aggregate(outcome.reports, config, group_by=group_by)
     return outcome

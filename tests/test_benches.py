@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tests.bench import bench_files, bench_graders, bench_serve, run_all
+from tests.bench import bench_files, bench_grade_memory, bench_graders, bench_serve, run_all
 from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
 
 BENCH_DIR = Path(run_all.__file__).resolve().parent
@@ -261,6 +261,26 @@ def test_bench_serve(capfd: pytest.CaptureFixture[str],
     _no_missing(rows)
 
 
+def test_bench_grade_memory(capfd: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("grade-memory")
+    fig, _, argv = _run(bench, ["--runs", "40,120", "--formats", "table,junit"],
+                          capfd, monkeypatch)
+    assert fig["sizes"] == [40, 120] and fig["formats"] == ["table", "junit"]
+    assert [(r["runs"], r["format"]) for r in fig["rows"]] == [
+        (n, f) for n in (40, 120) for f in ("table", "junit")]
+    for r in fig["rows"]:
+        # every run graded and written: one in eleven fails its sequence, so grade exits 1
+        assert r["exit"] == 1, r["stderr"]
+        assert r["peak_rss_mib"] > 0 and r["output_mib"] > 0
+    assert set(fig["rss_ratio"]) == {"table", "junit"}
+    rows = _rows("grade-memory", bench, fig, argv, capfd)
+    assert len(rows) == 4    # per format: the RSS ratio (no target: both sizes are tiny), runs/s
+    assert all(row.met is None for row in rows)
+    assert bench_grade_memory.SPANS_PER_RUN * 120 < bench_grade_memory.WINDOW_SPANS
+    _no_missing(rows)
+
+
 # -- scripts run_all does not run ---------------------------------------------------------------
 
 def test_bench_hooks(capfd: pytest.CaptureFixture[str],
@@ -325,12 +345,13 @@ def test_bench_forward(capfd: pytest.CaptureFixture[str],
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
-                   "profile_processor", "bench_forward"}
+                   "profile_processor", "bench_forward", "bench_grade_memory"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"__init__", "run_all"}
     assert scripts == COVERED_MODULES
     assert set(BENCHES) == {"overhead", "overhead-process", "graders", "in-order", "memory",
-                            "files", "serve"}
-    assert set(BENCHES) <= set(run_all.ROWS) | {"memory"}   # memory: its own summary
+                            "files", "serve", "grade-memory"}
+    # memory and grade-memory: their own summary
+    assert set(BENCHES) <= set(run_all.ROWS) | {"memory", "grade-memory"}

@@ -25,6 +25,7 @@ __all__ = [
     "FunctionSetsGrader",
     "FunctionSetsParams",
     "SelectionScore",
+    "SelectionTally",
     "aggregate_by",
     "micro_average",
 ]
@@ -306,23 +307,50 @@ class FunctionSetsGrader:
         """Micro-average this grader's results over a group of runs and check ``expect`` on it."""
         return _aggregate(results, self.expectations)
 
+    def tally(self) -> SelectionTally:
+        """An empty running :meth:`aggregate`: results added one at a time, none kept."""
+        return SelectionTally(self.expectations)
+
+
+class SelectionTally:
+    """The micro-average of results added one at a time: the sums, not the results."""
+
+    def __init__(self, expectations: Sequence[Expectation]) -> None:
+        self.expectations = expectations
+        self.runs = self.errors = 0
+        self.tp = self.fp = self.fn = 0
+
+    def add(self, result: GradeResult) -> None:
+        self.runs += 1
+        counts = (result.details or {}).get("tool_selection_counts")
+        if isinstance(counts, Mapping):
+            self.tp += int(counts["tp"])
+            self.fp += int(counts["fp"])
+            self.fn += int(counts["fn"])
+        else:
+            self.errors += 1
+
+    def combined(self) -> dict[str, Any]:
+        """What ``aggregate`` gives over the results added."""
+        score = SelectionScore(self.tp, self.fp, self.fn)
+        checks = [e.check(score) for e in self.expectations]
+        return {
+            # A run that could not be graded leaves a hole in the sums: never pass over it.
+            "passed": self.errors == 0 and all(c["passed"] for c in checks),
+            "tool_selection": score.percents(),
+            "counts": score.counts(),
+            "runs": self.runs,
+            "errors": self.errors,
+            "expectations": checks,
+        }
+
 
 def _aggregate(results: Sequence[GradeResult], expectations: Sequence[Expectation]
                ) -> dict[str, Any]:
-    counted = [counts for r in results
-               if isinstance(counts := (r.details or {}).get("tool_selection_counts"), Mapping)]
-    errors = len(results) - len(counted)
-    score = micro_average(counted)
-    checks = [e.check(score) for e in expectations]
-    return {
-        # A run that could not be graded leaves a hole in the sums: never pass over it.
-        "passed": errors == 0 and all(c["passed"] for c in checks),
-        "tool_selection": score.percents(),
-        "counts": score.counts(),
-        "runs": len(results),
-        "errors": errors,
-        "expectations": checks,
-    }
+    tally = SelectionTally(expectations)
+    for result in results:
+        tally.add(result)
+    return tally.combined()
 
 
 def _expectations_of(results: Iterable[GradeResult]) -> tuple[Expectation, ...]:

@@ -86,6 +86,23 @@ class AggregatingGrader(Grader, Protocol):
     def aggregate(self, results: Sequence[GradeResult]) -> Mapping[str, Any]: ...
 
 
+class AggregateTally(Protocol):
+    """``AggregatingGrader.aggregate`` computed as results arrive, without keeping them."""
+
+    def add(self, result: GradeResult) -> None: ...
+
+    def combined(self) -> Mapping[str, Any]: ...
+
+
+@runtime_checkable
+class TallyingGrader(AggregatingGrader, Protocol):
+    """An aggregating grader that can also combine its results one at a time: ``tally()``
+    gives an empty :class:`AggregateTally` whose ``combined()`` equals ``aggregate`` over the
+    results added. ``grade`` then keeps sums, not results, however many runs it reads."""
+
+    def tally(self) -> AggregateTally: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BuildContext:
     """Config-wide settings a family may need when it builds a grader.

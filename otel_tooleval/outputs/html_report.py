@@ -8,19 +8,22 @@ Every value from spans is escaped; argument and result values are never shown.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Mapping, Sequence
 from html import escape
 from importlib import resources
-from typing import Any
+from typing import Any, TextIO
 
 from .._version import __version__
 from ..model import GradeResult, RunReport
 from .gates import aggregate_gates
+from .spool import DEFAULT_SPOOL_BYTES
+from .stream import ReportWriter
 from .text import fmt_duration, one_line, readable
 from .timeline import render_timeline
 
-__all__ = ["render_html"]
+__all__ = ["HtmlWriter", "render_html"]
 
 _OPEN_ALL_UP_TO = 12     # with more runs than this, only failing runs start expanded
 # A page is for reading: past these, failing runs are kept first (every run is in JSON/JUnit).
@@ -47,13 +50,93 @@ def _badge(label: str) -> str:
 def render_html(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
                 problems: Sequence[str] = (), title: str = "otel-tooleval report") -> str:
     """The whole report as one HTML document."""
-    gates = aggregate_gates(aggregate)
     failed_runs = sum(1 for r in reports if not r.passed)
+    shown = _pick(reports, MAX_RUN_SECTIONS)
+    types = {r.name: r.type for report in reports for r in report.results}
+    open_all = len(reports) <= _OPEN_ALL_UP_TO
+    sections = [_run(i, reports[i].passed, _run_rest(reports[i]), open_all)
+                for i in sorted(shown)]
+    index = _run_index(reports, shown)
+    return _page(len(reports), failed_runs, aggregate, types, problems, title, index, sections)
+
+
+class HtmlWriter(ReportWriter):
+    """:func:`render_html`, written as the runs come (``outputs.stream``).
+
+    The page lists at most ``MAX_INDEX_ROWS`` runs and draws at most ``MAX_RUN_SECTIONS``, so
+    it is built in memory; each run's index row is spooled, and the sections are rendered only
+    for the runs that can still be among the first ``MAX_RUN_SECTIONS`` failing or passing
+    runs (two bounded heaps).
+    """
+
+    def __init__(self, *, title: str = "otel-tooleval report",
+                 memory_bytes: int = DEFAULT_SPOOL_BYTES) -> None:
+        super().__init__(memory_bytes=memory_bytes)
+        self.title = title
+        self.types: dict[str, str] = {}
+        # the first MAX_RUN_SECTIONS runs by key, failing and passing: (reversed key, section)
+        self.failing: list[tuple[_Reversed, str]] = []
+        self.passing: list[tuple[_Reversed, str]] = []
+
+    def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
+        for result in report.results:
+            self.types[result.name] = result.type
+        heap = self.passing if report.passed else self.failing
+        if len(heap) < MAX_RUN_SECTIONS:
+            heapq.heappush(heap, (_Reversed(key), _run_rest(report)))
+        elif key < heap[0][0].key:
+            heapq.heapreplace(heap, (_Reversed(key), _run_rest(report)))
+        return ("1" if report.passed else "0") + _index_rest(report)
+
+    def write(self, out: TextIO, aggregate: Mapping[str, Any], *,
+              problems: Sequence[str] = ()) -> None:
+        total, failed = self.runs, self.failed
+        failing = sorted((k.key, text) for k, text in self.failing)
+        passing = sorted((k.key, text) for k, text in self.passing)
+        drawn_failing = min(failed, MAX_RUN_SECTIONS)
+        drawn = dict(failing[:drawn_failing] + passing[:MAX_RUN_SECTIONS - drawn_failing])
+        listed_failing = min(failed, MAX_INDEX_ROWS)
+        seen_failing = seen_passing = 0
+        rows: list[str] = []
+        sections: list[str] = []
+        open_all = total <= _OPEN_ALL_UP_TO
+        for i, (key, text) in enumerate(self.spool):
+            passed = text[0] == "1"
+            if passed:
+                seen_passing += 1
+                listed = seen_passing <= MAX_INDEX_ROWS - listed_failing
+            else:
+                seen_failing += 1
+                listed = seen_failing <= MAX_INDEX_ROWS
+            section = drawn.get(key)
+            if section is not None:
+                sections.append(_run(i, passed, section, open_all))
+            if listed:
+                rows.append(_index_row(i, passed, text[1:], section is not None))
+        index = _index_table(total, rows)
+        out.write(_page(total, failed, aggregate, self.types, problems, self.title, index,
+                        sections))
+
+
+class _Reversed:
+    """A key that sorts the other way: the heaps above keep their largest key on top."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple[Any, ...]) -> None:
+        self.key = key
+
+    def __lt__(self, other: _Reversed) -> bool:
+        return bool(other.key < self.key)
+
+
+def _page(total: int, failed_runs: int, aggregate: Mapping[str, Any], types: Mapping[str, str],
+          problems: Sequence[str], title: str, index: str, sections: Sequence[str]) -> str:
+    gates = aggregate_gates(aggregate)
     failed_gates = sum(1 for g in gates if not g.passed)
     passed = not failed_runs and not failed_gates
     # No run graded is not a pass: the badge says so (``grade`` exits 2 on it by default).
-    verdict = "no runs" if not reports else "pass" if passed else "fail"
-    shown = _pick(reports, MAX_RUN_SECTIONS)
+    verdict = "no runs" if not total else "pass" if passed else "fail"
     parts = [
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">',
         f'<meta http-equiv="Content-Security-Policy" content="{_CSP}">',
@@ -62,33 +145,31 @@ def render_html(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
         f"<style>{_asset('report.css')}</style></head>",
         f'<body class="overall-{verdict.replace(" ", "-")}"><header class="top">',
         f'<h1>{_h(title)}</h1>{_badge(verdict)}',
-        (f'<p class="sub">{len(reports)} run(s), {failed_runs} failed'
+        (f'<p class="sub">{total} run(s), {failed_runs} failed'
         f'{f", {failed_gates} aggregate gate(s) failed" if failed_gates else ""}</p></header>'),
         '<main>',
-        _summary(reports, aggregate, gates),
+        _summary(total, types, aggregate, gates),
         _problems(problems),
-        _run_index(reports, shown),
+        index,
         ('<div class="controls"><button type="button" data-action="failing" aria-pressed="false">'
         'Failing runs only</button><button type="button" data-action="expand">Expand all'
         '</button><button type="button" data-action="collapse">Collapse all</button>'
         f'{_legend()}</div>'),
         '<section class="runs" aria-label="runs">',
     ]
-    open_all = len(reports) <= _OPEN_ALL_UP_TO
-    if len(shown) < len(reports):
-        parts.append(f'<p class="more">Timelines of {len(shown)} of {len(reports)} runs, failing '
+    if len(sections) < total:
+        parts.append(f'<p class="more">Timelines of {len(sections)} of {total} runs, failing '
                      "runs first; the JSON and JUnit outputs hold every run.</p>")
-    for i in sorted(shown):
-        parts.append(_run(i, reports[i], open_all or not reports[i].passed))
+    parts.extend(sections)
     parts.append("</section></main>")
     parts.append(f'<footer>otel-tooleval {escape(__version__)}</footer>')
     parts.append(f"<script>{_asset('report.js')}</script></body></html>\n")
     return "".join(parts)
 
 
-def _summary(reports: Sequence[RunReport], aggregate: Mapping[str, Any],
+def _summary(total: int, types: Mapping[str, str], aggregate: Mapping[str, Any],
              gates: Sequence[Any]) -> str:
-    runs = aggregate.get("runs", len(reports))
+    runs = aggregate.get("runs", total)
     good = aggregate.get("passed", 0)
     bad = aggregate.get("failed", 0)
     held = sum(1 for g in gates if g.passed)
@@ -101,7 +182,6 @@ def _summary(reports: Sequence[RunReport], aggregate: Mapping[str, Any],
     out.extend(f'<div class="tile {cls}"><span class="n">{_h(value)}</span>'
                f'<span class="k">{label}</span></div>' for label, value, cls in tiles)
     out.append("</div>")
-    types = {r.name: r.type for report in reports for r in report.results}
     graders = aggregate.get("graders")
     if isinstance(graders, Mapping) and graders:
         out.append(_grader_table("Graders", graders, types))
@@ -178,25 +258,34 @@ def _pick(reports: Sequence[RunReport], limit: int) -> set[int]:
 
 
 def _run_index(reports: Sequence[RunReport], shown: set[int]) -> str:
-    if not reports:
-        return '<p class="empty">No agent runs were found in the input.</p>'
-    rows = []
     listed = _pick(reports, MAX_INDEX_ROWS)
-    for i in sorted(listed):
-        report = reports[i]
-        run = report.run
-        failed = ", ".join(one_line(n) for n in report.failed)
-        number = f'<a href="#run-{i + 1}">{i + 1}</a>' if i in shown else str(i + 1)
-        rows.append(
-            f'<tr class="r-{"pass" if report.passed else "fail"}"><td class=num>{number}</td>'
-            f"<td>{_badge('pass' if report.passed else 'fail')}</td><td>{_h(_agent(report))}</td>"
+    rows = [_index_row(i, reports[i].passed, _index_rest(reports[i]), i in shown)
+            for i in sorted(listed)]
+    return _index_table(len(reports), rows)
+
+
+def _index_row(i: int, passed: bool, rest: str, linked: bool) -> str:
+    number = f'<a href="#run-{i + 1}">{i + 1}</a>' if linked else str(i + 1)
+    return f'<tr class="r-{"pass" if passed else "fail"}"><td class=num>{number}</td>{rest}'
+
+
+def _index_rest(report: RunReport) -> str:
+    """A run's row of the index after its number (known only once runs are sorted)."""
+    run = report.run
+    failed = ", ".join(one_line(n) for n in report.failed)
+    return (f"<td>{_badge('pass' if report.passed else 'fail')}</td><td>{_h(_agent(report))}</td>"
             f"<td class=mono>{run.trace_id_hex}</td><td class=num>{len(run.calls)}</td>"
             f"<td class=num>{_meter(report.score)}</td><td>{escape(failed)}</td></tr>")
+
+
+def _index_table(total: int, rows: Sequence[str]) -> str:
+    if not total:
+        return '<p class="empty">No agent runs were found in the input.</p>'
     head = "".join(f"<th scope=col{' class=num' if num else ''}>{name}</th>" for name, num in (
         ("#", True), ("verdict", False), ("agent", False), ("trace id", False), ("calls", True),
         ("score", True), ("failed graders", False)))
-    caption = "Runs" if len(listed) == len(reports) else (
-        f"Runs: {len(listed)} of {len(reports)} listed, failing runs first")
+    caption = "Runs" if len(rows) == total else (
+        f"Runs: {len(rows)} of {total} listed, failing runs first")
     return (f'<table class="index"><caption>{caption}</caption><thead><tr>{head}</tr></thead>'
             "<tbody>" + "".join(rows) + "</tbody></table>")
 
@@ -209,9 +298,16 @@ def _legend() -> str:
             '<span class="lg-bar bar-plain late"></span> pending</p>')
 
 
-def _run(i: int, report: RunReport, expanded: bool) -> str:
+def _run(i: int, passed: bool, rest: str, open_all: bool) -> str:
+    state = "pass" if passed else "fail"
+    return (f'<details class="run r-{state}" id="run-{i + 1}"'
+            f'{" open" if open_all or not passed else ""}>'
+            f'<summary>{_badge(state)}<span class="rn">Run {i + 1}</span>{rest}')
+
+
+def _run_rest(report: RunReport) -> str:
+    """A run's section after its number (known only once runs are sorted)."""
     run = report.run
-    state = "pass" if report.passed else "fail"
     chips = [f"{len(run.calls)} call{'s' if len(run.calls) != 1 else ''}"]
     if run.pending_calls:
         chips.append(f"{run.pending_calls} pending")
@@ -223,8 +319,6 @@ def _run(i: int, report: RunReport, expanded: bool) -> str:
         chips.append(fmt_duration(run.end_ns - run.start_ns))
     chips.append(f"score {report.score:.2f}")
     return (
-        f'<details class="run r-{state}" id="run-{i + 1}"{" open" if expanded else ""}>'
-        f'<summary>{_badge(state)}<span class="rn">Run {i + 1}</span>'
         f'<span class="agent">{_h(_agent(report))}</span>'
         f'<span class="mono trace" title="trace id / root span id">{run.trace_id_hex}'
         f'<span class="muted"> / {run.root_span_id_hex}</span></span>'

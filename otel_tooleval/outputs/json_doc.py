@@ -6,12 +6,14 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from ..model import RunReport
 from .calls import call_to_dict
+from .spool import DEFAULT_SPOOL_BYTES
+from .stream import ReportWriter
 
-__all__ = ["json_text", "render_json"]
+__all__ = ["JsonWriter", "json_text", "render_json", "run_json"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
@@ -30,10 +32,37 @@ def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     written as JSON escapes so the output always encodes and parses back to the same strings.
     A non-finite number, which JSON cannot express, is written as null.
     """
-    runs = ",\n".join(_dumps(_run_dict(report, include_calls)) for report in reports)
-    text = (f'{{"runs": [\n{runs}\n],\n' if runs else '{"runs": [],\n') + \
-        f'"aggregate": {_dumps(aggregate)}}}\n'
-    return _escape_surrogates(text)
+    runs = ",\n".join(run_json(report, include_calls) for report in reports)
+    return ((f'{{"runs": [\n{runs}\n],\n' if runs else '{"runs": [],\n')
+            + f'"aggregate": {json_text(aggregate)}}}\n')
+
+
+def run_json(report: RunReport, include_calls: bool = False) -> str:
+    """One run's line of :func:`render_json`."""
+    return _escape_surrogates(_dumps(_run_dict(report, include_calls)))
+
+
+class JsonWriter(ReportWriter):
+    """:func:`render_json`, written as the runs come (``outputs.stream``)."""
+
+    def __init__(self, *, include_calls: bool = False,
+                 memory_bytes: int = DEFAULT_SPOOL_BYTES) -> None:
+        super().__init__(memory_bytes=memory_bytes)
+        self.include_calls = include_calls
+
+    def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
+        return run_json(report, self.include_calls)
+
+    def write(self, out: TextIO, aggregate: Mapping[str, Any], *,
+              problems: Sequence[str] = ()) -> None:
+        out.write('{"runs": [')
+        separator = "\n"
+        for _key, text in self.spool:
+            out.write(separator)
+            out.write(text)
+            separator = ",\n"
+        out.write("\n],\n" if self.runs else "],\n")
+        out.write(f'"aggregate": {json_text(aggregate)}}}\n')
 
 
 def json_text(value: Any) -> str:
@@ -49,16 +78,25 @@ def _run_dict(report: RunReport, include_calls: bool) -> dict[str, Any]:
 
 
 def _escape_surrogates(text: str) -> str:
-    if _SURROGATE.search(text):
+    if text.isascii():      # a C loop: most reports are ASCII, and the regex scan is slow
+        return text
+    try:
+        text.encode("utf-8")    # fails only on a lone surrogate; still far faster than the scan
+    except UnicodeEncodeError:
         text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
     return text
 
 
+# json.dumps with options builds an encoder per call; shared encoders write the same text.
+_STRICT = json.JSONEncoder(ensure_ascii=False, allow_nan=False, default=str)
+_LENIENT = json.JSONEncoder(ensure_ascii=False, default=str)
+
+
 def _dumps(value: Any) -> str:
     try:
-        return json.dumps(value, ensure_ascii=False, allow_nan=False, default=str)
+        return _STRICT.encode(value)
     except ValueError:      # NaN or infinity somewhere: rare, so only then walk the value
-        return json.dumps(_finite(value), ensure_ascii=False, default=str)
+        return _LENIENT.encode(_finite(value))
 
 
 def _finite(value: Any) -> Any:

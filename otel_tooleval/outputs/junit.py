@@ -8,17 +8,22 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, TextIO
 
 from ..model import GradeResult, RunReport
 from .gates import Gate, aggregate_gates
+from .spool import DEFAULT_SPOOL_BYTES
+from .stream import ReportWriter
 from .text import one_line, readable, shorten
 
-__all__ = ["SUITE", "render_junit"]
+__all__ = ["SUITE", "JunitWriter", "render_junit"]
 
 SUITE = "otel-tooleval"
 _MESSAGE_CHARS = 300
+_CASE_LEVEL = 2                 # testsuites > testsuite > testcase
+_BETWEEN_CASES = "\n" + "  " * _CASE_LEVEL
+_RUNS_MARK = "otel-tooleval-runs"   # stands for the runs' test cases until they are written
 
 
 def render_junit(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
@@ -39,20 +44,38 @@ def render_junit(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     suite = ET.SubElement(root, "testsuite", name=SUITE)
     tests = failures = errors = 0
     for report in reports:
-        run = report.run
-        # The root span id too: two runs of one trace (sibling agents) are two test cases.
-        classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex} "
-                             f"{run.root_span_id_hex}")
-        for result in report.results:
-            case = ET.SubElement(suite, "testcase", classname=classname,
-                                 name=one_line(result.name))
+        for case, problem in _run_cases(report):
+            suite.append(case)
             tests += 1
-            if result.label == "error":
-                errors += 1
-                _problem(case, "error", result, result.error or result.type)
-            elif not result.passed:
-                failures += 1
-                _problem(case, "failure", result, result.type)
+            errors += problem == "error"
+            failures += problem == "failure"
+    tests, failures = _close_suite(root, suite, aggregate, problems, tests, failures, errors)
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _run_cases(report: RunReport) -> Iterator[tuple[ET.Element, str | None]]:
+    """A run's test cases, each with the tag of its problem element (None: it passed)."""
+    run = report.run
+    # The root span id too: two runs of one trace (sibling agents) are two test cases.
+    classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex} "
+                         f"{run.root_span_id_hex}")
+    for result in report.results:
+        case = ET.Element("testcase", classname=classname, name=one_line(result.name))
+        if result.label == "error":
+            _problem(case, "error", result, result.error or result.type)
+            yield case, "error"
+        elif not result.passed:
+            _problem(case, "failure", result, result.type)
+            yield case, "failure"
+        else:
+            yield case, None
+
+
+def _close_suite(root: ET.Element, suite: ET.Element, aggregate: Mapping[str, Any],
+                 problems: Sequence[str], tests: int, failures: int, errors: int
+                 ) -> tuple[int, int]:
+    """The aggregate gates' cases, the input problems and the counts, after the runs' cases."""
     for gate in aggregate_gates(aggregate):
         name = gate.grader if gate.group is None else f"{gate.grader} [{gate.group}]"
         case = ET.SubElement(suite, "testcase", classname="aggregate", name=one_line(name))
@@ -69,8 +92,58 @@ def render_junit(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     for element in (root, suite):
         element.attrib.update(counts)
     suite.set("skipped", "0")
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    return tests, failures
+
+
+class JunitWriter(ReportWriter):
+    """:func:`render_junit`, written as the runs come (``outputs.stream``).
+
+    Each run's test cases are serialised by ElementTree as the run is added, indented as they
+    sit in the document; the suite's counts, known only at the end, go in the document built
+    around them then, where a placeholder element marks the place of the runs' cases.
+    """
+
+    def __init__(self, *, memory_bytes: int = DEFAULT_SPOOL_BYTES) -> None:
+        super().__init__(memory_bytes=memory_bytes)
+        self.tests = self.failures = self.errors = 0
+
+    def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
+        # The run's cases under a stand-in suite, indented as the real one's are, and written
+        # in one call (ElementTree's set-up per call costs more than a small case).
+        holder = ET.Element("s")
+        for case, problem in _run_cases(report):
+            holder.append(case)
+            self.tests += 1
+            self.errors += problem == "error"
+            self.failures += problem == "failure"
+        if not len(holder):
+            return ""
+        ET.indent(holder, level=_CASE_LEVEL - 1)
+        text = ET.tostring(holder, encoding="unicode")
+        return text[len("<s>" + _BETWEEN_CASES):-len(_BETWEEN_CASES[:-2] + "</s>")]
+
+    def write(self, out: TextIO, aggregate: Mapping[str, Any], *,
+              problems: Sequence[str] = ()) -> None:
+        root = ET.Element("testsuites", name=SUITE)
+        suite = ET.SubElement(root, "testsuite", name=SUITE)
+        has_cases = self.tests > 0
+        if has_cases:
+            ET.SubElement(suite, _RUNS_MARK)
+        _close_suite(root, suite, aggregate, problems, self.tests, self.failures, self.errors)
+        ET.indent(root)
+        text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        if not has_cases:
+            out.write(text)
+            return
+        head, _, tail = text.partition(f"<{_RUNS_MARK} />")
+        out.write(head)
+        separator = ""
+        for _key, cases in self.spool:
+            if cases:
+                out.write(separator)
+                out.write(cases)
+                separator = _BETWEEN_CASES
+        out.write(tail)
 
 
 def _problem(case: ET.Element, tag: str, result: GradeResult, type_: str) -> None:

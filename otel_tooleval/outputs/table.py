@@ -8,13 +8,15 @@ the aggregate, the input problems and a one-line result.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TextIO
 
 from ..model import RunReport
 from .gates import aggregate_gates
+from .spool import DEFAULT_SPOOL_BYTES
+from .stream import ReportWriter
 from .text import one_line, shorten
 
-__all__ = ["render_table"]
+__all__ = ["TableWriter", "render_table"]
 
 _WIDTH = 100
 _INDENT = "    "
@@ -49,11 +51,33 @@ def render_table(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *, 
     recolour the terminal, with or without ``color``.
     """
     paint = _Paint(color)
-    lines: list[str] = []
-    for i, report in enumerate(reports):
-        lines.extend(_run_lines(i, report, paint))
-        lines.append("")
-    lines.extend(_aggregate_lines(aggregate, paint))
+    runs = "".join(f"{_run_number(i, paint)}{_run_text(report, paint)}\n\n"
+                   for i, report in enumerate(reports))
+    failed = sum(1 for r in reports if not r.passed)
+    return runs + _closing(len(reports), failed, aggregate, problems, paint)
+
+
+class TableWriter(ReportWriter):
+    """:func:`render_table`, written as the runs come (``outputs.stream``)."""
+
+    def __init__(self, *, color: bool, memory_bytes: int = DEFAULT_SPOOL_BYTES) -> None:
+        super().__init__(memory_bytes=memory_bytes)
+        self.paint = _Paint(color)
+
+    def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
+        return _run_text(report, self.paint)
+
+    def write(self, out: TextIO, aggregate: Mapping[str, Any], *,
+              problems: Sequence[str] = ()) -> None:
+        out.writelines(f"{_run_number(i, self.paint)}{text}\n\n"
+                       for i, (_key, text) in enumerate(self.spool))
+        out.write(_closing(self.runs, self.failed, aggregate, problems, self.paint))
+
+
+def _closing(runs: int, failed: int, aggregate: Mapping[str, Any], problems: Sequence[str],
+             paint: _Paint) -> str:
+    """What follows the runs: the aggregate, the input problems and the result line."""
+    lines = _aggregate_lines(aggregate, paint)
     if problems:
         lines.append("")
         lines.append(paint(f"input problems ({len(problems)}):", "warn"))
@@ -61,18 +85,23 @@ def render_table(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *, 
         if len(problems) > _MAX_PROBLEMS:
             lines.append(f"{_INDENT}… and {len(problems) - _MAX_PROBLEMS} more")
     lines.append("")
-    lines.append(_result_line(reports, aggregate, paint))
+    lines.append(_result_line(runs, failed, aggregate, paint))
     return "\n".join(lines) + "\n"
 
 
-def _run_lines(i: int, report: RunReport, paint: _Paint) -> list[str]:
+def _run_number(i: int, paint: _Paint) -> str:
+    return paint(f"run {i + 1}", "bold")
+
+
+def _run_text(report: RunReport, paint: _Paint) -> str:
+    """A run's lines, its header without the run's number (known only once runs are sorted)."""
     run = report.run
     calls = f"calls={len(run.calls)}"
     if run.pending_calls:
         calls += f" ({run.pending_calls} pending)"
     late = f"  late={run.late_spans}" if run.late_spans else ""
     agent = one_line(run.agent) if run.agent is not None else "(unnamed)"
-    header = (f"{paint(f'run {i + 1}', 'bold')}  {paint.verdict(report.passed)}  "
+    header = (f"  {paint.verdict(report.passed)}  "
               f"agent={paint(agent, 'bold')}  trace={run.trace_id_hex}  {calls}{late}  "
               f"score={report.score:.2f}")
     lines = [header]
@@ -93,7 +122,7 @@ def _run_lines(i: int, report: RunReport, paint: _Paint) -> list[str]:
         body = _wrap(text, max(_WIDTH - len(hang), 40))
         lines.append(head + body[0])
         lines.extend(hang + part for part in body[1:])
-    return lines
+    return "\n".join(lines)
 
 
 def _wrapped(text: str, first: str, rest: str, style: Callable[[str], str]) -> list[str]:
@@ -154,14 +183,13 @@ def _grader_lines(graders: Any, indent: str, paint: _Paint) -> list[str]:
     return lines
 
 
-def _result_line(reports: Sequence[RunReport], aggregate: Mapping[str, Any],
+def _result_line(runs: int, failed_runs: int, aggregate: Mapping[str, Any],
                  paint: _Paint) -> str:
-    if not reports:
+    if not runs:
         # Nothing graded is not a pass (``grade`` exits 2 on it unless --allow-empty).
         return f"{paint('NO RUNS', 'bold')}: no agent run was found; nothing was graded."
-    failed_runs = sum(1 for r in reports if not r.passed)
     failed_gates = sum(1 for gate in aggregate_gates(aggregate) if not gate.passed)
-    parts = [f"{len(reports) - failed_runs} of {len(reports)} runs passed"]
+    parts = [f"{runs - failed_runs} of {runs} runs passed"]
     if failed_gates:
         parts.append(f"{failed_gates} aggregate gate(s) failed")
     return f"{paint.verdict(not failed_runs and not failed_gates)}: " + ", ".join(parts) + "."

@@ -2,8 +2,8 @@
 
 A standalone script, not a pytest test::
 
-    python tests/bench/run_all.py [--full] [--only overhead,overhead-process,graders,in-order,memory,files,
-                                  serve]
+    python tests/bench/run_all.py [--full]
+        [--only overhead,overhead-process,graders,in-order,memory,files,serve,grade-memory]
                                   [--json FILE] [--memory-args "..."]
 
 Each bench runs in a fresh Python process (its own heap, threads and peak RSS) through its
@@ -25,6 +25,8 @@ in-order    in_order 1k / 5k / 10k, before and after         the same, 5 repeats
 memory      ``bench_memory.main([])`` (its own defaults)     ``bench_memory.main(["--full"])``
 files       100,000 and 400,000 spans                        250,000 and 1,000,000 spans
 serve       3 rounds of 100,000 spans                        3 rounds of 300,000 spans
+grade-      10,000 and 100,000 runs, table/json/junit        10,000, 100,000 and 1,000,000 runs
+memory
 ==========  ===============================================  ======================================
 
 ``bench_memory.py`` is optional: when it is missing, or has no ``main``, its line says so and
@@ -81,6 +83,8 @@ BENCHES: tuple[Bench, ...] = (
     Bench("files", "bench_files", ("--spans", "100000,400000"), ("--spans", "250000,1000000")),
     Bench("serve", "bench_serve", ("--spans", "100000", "--rounds", "3"),
           ("--spans", "300000", "--rounds", "3")),
+    Bench("grade-memory", "bench_grade_memory", ("--runs", "10000,100000"),
+          ("--runs", "10000,100000", "--full")),
 )
 
 
