@@ -270,9 +270,11 @@ class TrajectoryMatchGrader:
             ref_step_of = {i: k for k, ids in enumerate(self.ref_steps) for i in ids}
             steps_note = {"reference_steps": len(self.ref_steps), "run_steps": len(run_steps),
                           "run_step_numbers": [s for s, _ in run_steps]}
+            step_names = [{c.name for c in step_calls} for _, step_calls in run_steps]
         else:
             paired = self._pair(range(len(self.reference)), calls)
             ref_step_of = {}
+            step_names = [{c.name for c in calls}]
         used = {j for j in paired if j is not None}
         unpaired_calls = [c for c in calls if c.index not in used]
         missing = [i for i, j in enumerate(paired) if j is None]
@@ -305,13 +307,14 @@ class TrajectoryMatchGrader:
                                for c in unpaired_calls],
             **steps_note,
         }
-        text = self._explain(passed, missing, unpaired_calls, calls, steps_note)
+        text = self._explain(passed, missing, unpaired_calls, calls, steps_note, step_names)
         score = 1.0 if passed else 0.0
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail", text,
                            details)
 
     def _explain(self, passed: bool, missing: Sequence[int], unpaired: Sequence[ToolCall],
-                 calls: Sequence[ToolCall], steps: Mapping[str, Any]) -> str:
+                 calls: Sequence[ToolCall], steps: Mapping[str, Any],
+                 step_names: Sequence[set[str]]) -> str:
         n_ref = len(self.reference)
         if passed:
             what = {"superset": f"all {n_ref} reference calls were made (extra calls allowed)",
@@ -325,14 +328,20 @@ class TrajectoryMatchGrader:
             problems.append(f"the run has {steps['run_steps']} step(s) with tool calls, the "
                             f"reference {steps['reference_steps']}")
         if missing and self.mode != "subset":
-            called = {c.name for c in calls}
+            strict = self.mode == "strict"
             shown = []
             for i in missing[:3]:
                 ref = self.reference[i]
-                where = f" in step {ref.step}" if self.mode == "strict" else ""
-                why = ("never called" if ref.name not in called
-                       else f"no call left with matching args ({self.rule_for(ref.name).describe})")
-                shown.append(f"{ref.name!r} (entry {i}){where}: {why}")
+                k = ref.step if strict else 0
+                if k >= len(step_names):
+                    why = "the run has no such step"
+                elif ref.name not in step_names[k]:
+                    why = "not called in that step" if strict else "never called"
+                else:
+                    why = (f"no call{' of that step' if strict else ''} left with matching "
+                           f"args ({self.rule_for(ref.name).describe})")
+                shown.append(f"{ref.name!r} (entry {i}{f', step {k}' if strict else ''}): "
+                             f"{why}")
             more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
             problems.append(f"{len(missing)} of {n_ref} reference calls unpaired: "
                             + "; ".join(shown) + more)
