@@ -17,6 +17,7 @@ from otel_tooleval.cli import main
 from otel_tooleval.config import load_config_file
 from otel_tooleval.graders.registry import REGISTRY
 from otel_tooleval.graders.trajectory_args import canonical, max_pairing, rule_of
+from otel_tooleval.model import ToolCall
 from tests.support.errors import assert_config_error, assert_schema_agrees
 from tests.support.harness import Harness
 from tests.support.runs import call, grade, run_of
@@ -431,7 +432,8 @@ def test_canonical_keys_follow_value_equality() -> None:
 def test_max_pairing_groups_identical_entries_and_is_order_free() -> None:
     superset = rule_of("superset")
     refs_ = [("s", {}), ("s", {"a": 1}), ("s", {"a": 1})]
-    calls = [("s", {"a": 1, "b": 1}), ("s", {"c": 1}), ("s", {"a": 1.0})]
+    calls = [ToolCall("s", j, raw_arguments=json.dumps(a))
+             for j, a in enumerate([{"a": 1, "b": 1}, {"c": 1}, {"a": 1.0}])]
     paired = max_pairing(refs_, calls, lambda _: superset)
     assert sorted(p for p in paired if p is not None) == [0, 1, 2]
     assert paired[0] == 1

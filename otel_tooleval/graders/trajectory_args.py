@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 from .custom import _ATTR_PATH, _import_file, _import_module
 from .tool_call_checks import max_matching, same_value
@@ -21,6 +21,7 @@ from .tool_call_checks import max_matching, same_value
 __all__ = [
     "ARGS_MODES",
     "ArgsRule",
+    "CallLike",
     "canonical",
     "load_matcher",
     "max_pairing",
@@ -178,11 +179,46 @@ def load_matcher(reference: str, base_dir: Path | None) -> ArgsRule:
     return ArgsRule("callable", function=obj, describe=reference)
 
 
-def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]],
-                calls: Sequence[tuple[str, Any]],
+class CallLike(Protocol):
+    """What pairing reads of a call (``model.ToolCall`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def arguments(self) -> Any: ...
+
+    @property
+    def raw_arguments(self) -> Any: ...
+
+
+def _call_classes(calls: Sequence[CallLike], ids: Sequence[int]) -> list[tuple[Any, list[int]]]:
+    """The calls ``ids`` grouped by their recorded argument text (equal text, equal args; no
+    arguments is one class too), each class with its decoded args; calls whose arguments were
+    recorded as other values are classes of their own.
+    Decoding and comparing once per distinct text is what keeps long runs cheap."""
+    by_text: dict[str | None, list[int]] = {}
+    classes: list[tuple[Any, list[int]]] = []
+    for j in ids:
+        raw = calls[j].raw_arguments
+        if raw is None or raw.__class__ is str:
+            members = by_text.get(raw)
+            if members is not None:
+                members.append(j)
+                continue
+            members = by_text[raw] = [j]
+        else:
+            members = [j]
+        args = calls[j].arguments
+        classes.append(({} if args is None else args, members))
+    return classes
+
+
+def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]], calls: Sequence[CallLike],
                 rule_for: Callable[[str], ArgsRule]) -> list[int | None]:
     """Pair reference calls with calls of the same name whose args match, each call used at
-    most once, as many pairs as possible (never first-come).
+    most once, as many pairs as possible (never first-come). A call without recorded arguments
+    has empty ones.
 
     Returns, per reference call, the position in ``calls`` of its call or None. Among equal
     maxima, earlier calls go to earlier reference entries.
@@ -192,42 +228,45 @@ def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]],
     for i, (name, _) in enumerate(refs):
         ref_by_name.setdefault(name, []).append(i)
     call_by_name: dict[str, list[int]] = {}
-    for j, (name, _) in enumerate(calls):
-        if name in ref_by_name:
-            call_by_name.setdefault(name, []).append(j)
+    for j, c in enumerate(calls):
+        if c.name in ref_by_name:
+            call_by_name.setdefault(c.name, []).append(j)
     for name, ref_ids in ref_by_name.items():
         call_ids = call_by_name.get(name)
         if not call_ids:
             continue
         rule = rule_for(name)
+        if rule.mode == "ignore":
+            for i, j in zip(ref_ids, call_ids):
+                paired[i] = j
+            continue
+        classes = _call_classes(calls, call_ids)
         if rule.is_equivalence:
             buckets: dict[Hashable, list[int]] = {}
-            for j in call_ids:
-                buckets.setdefault(rule.key(calls[j][1]), []).append(j)
+            for args, members in classes:
+                buckets.setdefault(rule.key(args), []).extend(members)
             taken: dict[Hashable, int] = {}
             for i in ref_ids:
                 key = rule.key(refs[i][1])
                 bucket = buckets.get(key)
                 if bucket is None:
                     continue
+                if len(bucket) > 1 and taken.get(key) is None:
+                    bucket.sort()              # classes merged by key: back to call order
                 n = taken.get(key, 0)
                 if n < len(bucket):
                     paired[i] = bucket[n]
                     taken[key] = n + 1
             continue
         # A relation: one check per distinct (reference args, call args), then a matching.
-        call_classes: dict[Hashable, list[int]] = {}
-        for j in call_ids:
-            call_classes.setdefault(canonical(calls[j][1]), []).append(j)
         shared: dict[Hashable, list[int]] = {}
         candidates: list[list[int]] = []
         for i in ref_ids:
             ref_key = canonical(refs[i][1])
             found = shared.get(ref_key)
             if found is None:
-                found = sorted(j for members in call_classes.values()
-                               if rule.holds(calls[members[0]][1], refs[i][1])
-                               for j in members)
+                found = sorted(j for args, members in classes
+                               if rule.holds(args, refs[i][1]) for j in members)
                 shared[ref_key] = found
             candidates.append(found)
         for i, found_call in zip(ref_ids, max_matching(candidates)):

@@ -218,13 +218,12 @@ def parse_reference(params: TrajectoryMatchParams) -> tuple[ReferenceCall, ...]:
 
 # -- grading ------------------------------------------------------------------------------------
 
-def _call_args(call: ToolCall) -> Any:
-    args = call.arguments
-    return {} if args is None else args     # no recorded arguments: called without any
-
-
 def _span(call: ToolCall) -> str:
     return format(call.span_id, "016x")
+
+
+#: Unpaired calls listed in the details (all are counted).
+_LISTED = 50
 
 
 class TrajectoryMatchGrader:
@@ -252,7 +251,7 @@ class TrajectoryMatchGrader:
 
     def _pair(self, ref_ids: Sequence[int], calls: Sequence[ToolCall]) -> list[int | None]:
         refs = [(self.reference[i].name, self.reference[i].args) for i in ref_ids]
-        found = max_pairing(refs, [(c.name, _call_args(c)) for c in calls], self.rule_for)
+        found = max_pairing(refs, calls, self.rule_for)
         return [None if j is None else calls[j].index for j in found]
 
     def grade(self, run: AgentRun) -> GradeResult:
@@ -303,10 +302,13 @@ class TrajectoryMatchGrader:
             "overrides": {name: rule.describe for name, rule in self.rules.items()},
             "paired": len(used), "reference_calls": len(self.reference), "calls": len(calls),
             "expected": rows,
-            "unpaired_calls": [{"call": c.index, "tool": c.name, "span_id": _span(c)}
-                               for c in unpaired_calls],
             **steps_note,
         }
+        if self.mode != "superset":         # extra calls count in these modes only
+            details["unpaired_calls"] = [
+                {"call": c.index, "tool": c.name, "span_id": _span(c)}
+                for c in unpaired_calls[:_LISTED]]
+            details["unpaired_call_count"] = len(unpaired_calls)
         text = self._explain(passed, missing, unpaired_calls, calls, steps_note, step_names)
         score = 1.0 if passed else 0.0
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail", text,
