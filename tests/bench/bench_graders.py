@@ -70,6 +70,14 @@ FAMILIES: dict[str, dict[str, Any]] = {
         {"name": "bash", "args": {"command": "ls -la src/app"}}] * 3},
     "tool-call-output": {"type": "tool-call-output", "tool_outputs": [
         {"name": "bash", "output": "main.py\n__init__.py\n"}] * 3},
+    "trajectory_match": {"type": "trajectory_match", "trajectory_match_mode": "superset",
+                         "tool_args_match_mode": "superset",
+                         "tool_args_match_overrides": {"search": ["query"], "bash": "ignore"},
+                         "reference_tool_calls": [
+                             {"name": "read_file", "args": {"path": "src/app/main.py"}},
+                             {"name": "search", "args": {"query": "def main"}},
+                             {"name": "write_file", "args": {}}, {"name": "bash", "args": {}},
+                             {"name": "run_tests", "args": {}}] * 20},
 }
 
 
