@@ -119,7 +119,7 @@ class Criteria(BaseModel):
                     "threshold_range", "a threshold must be from 0 to 1, got {value}",
                     {"value": value})
             return {"threshold": value}
-        if not isinstance(value, Mapping):
+        if not isinstance(value, (Mapping, Criterion)):
             raise PydanticCustomError(
                 "criterion_type", "must be a threshold (a number from 0 to 1) or an object "
                 "with threshold, match_type and ignore_args")
@@ -218,6 +218,10 @@ class ToolTrajectoryAvgScoreGrader:
                  include_values: bool) -> None:
         self.name = name
         self.criterion = criterion
+        # The resolved entry (``check`` prints it): one criteria form, one expected list.
+        self.params = AvgScoreParams(
+            criteria=Criteria(tool_trajectory_avg_score=criterion),
+            expected_tool_use=[ToolUse(name=u.name, args=u.args or {}) for u in expected])
         self.match_type: MatchType = criterion.match_type
         self.ignore_args = criterion.ignore_args
         self.include_values = include_values
