@@ -197,6 +197,9 @@ def _hints() -> dict[str, str]:
         "tool_name": "unknown key (ADK's FunctionCall calls it name)",
         "tool_input": "unknown key (ADK's FunctionCall calls it args)",
     }
+    for key in ("judge_model_options", "judgeModelOptions", "rubrics"):
+        hints[key] = ("unknown key: options of an LLM judge, which otel-tooleval does not run "
+                      "(tool_trajectory_avg_score needs none)")
     for metric in _LLM_METRICS:
         hints[metric] = ("an LLM-judged ADK metric: otel-tooleval runs no LLM, so it is refused; "
                          "keep only tool_trajectory_avg_score here")
