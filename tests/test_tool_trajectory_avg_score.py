@@ -391,3 +391,35 @@ def test_check_prints_the_resolved_criterion() -> None:
         "threshold": 1.0, "match_type": "EXACT", "ignore_args": True,
         "include_intermediate_responses_in_final": False}
     assert graders[1]["params"]["expected_tool_use"][0] == {"name": "lookup_city", "args": {}}
+
+
+def test_any_order_buckets_agree_with_pairwise_value_equality() -> None:
+    """ANY_ORDER pairs through hashed value keys; the oracle pairs each entry with the first free
+    call that ``same_value`` finds equal (what ADK does with its ``==``)."""
+    import random
+
+    from otel_tooleval.graders.tool_call_checks import same_value
+    from otel_tooleval.graders.tool_trajectory_avg_score import value_key
+
+    values: list[Any] = [0, 1, 1.0, True, False, 0.0, "1", "", None, [1, 2], [1.0, 2], [True],
+                         {"a": 1, "b": [1]}, {"b": [1.0], "a": 1.0}, {"a": True}, {}, [], 2**60,
+                         float(2**60), 2**60 + 1, 10**400]
+    for a in [*values, float("inf"), float("nan")]:
+        for b in [*values, float("inf"), float("nan")]:
+            assert (value_key(a) == value_key(b)) == same_value(a, b), (a, b)
+    rng = random.Random(5)
+    for _ in range(300):
+        expected = [{"name": rng.choice("ab"), "args": {"v": rng.choice(values)}}
+                    for _ in range(rng.randint(0, 5))]
+        calls = [(rng.choice("ab"), {"v": rng.choice(values)}) for _ in range(rng.randint(0, 8))]
+        used: set[int] = set()
+        oracle: list[int | None] = []
+        for e in expected:
+            found = next((j for j, (n, a) in enumerate(calls) if j not in used
+                          and n == e["name"] and same_value(e["args"], a)), None)
+            if found is not None:
+                used.add(found)
+            oracle.append(found)
+        r = grade(adk(expected, mode("ANY_ORDER")), [call(n, a) for n, a in calls])
+        assert [p["call"] for p in r.details["pairing"]] == oracle, (expected, calls)
+        assert r.score == (1.0 if None not in oracle else 0.0)

@@ -14,6 +14,8 @@ by value equality (``tool_call_checks.same_value``): ``true`` is not ``1`` as it
 from __future__ import annotations
 
 import json
+import math
+from collections import deque
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any, Literal
 
@@ -310,18 +312,20 @@ class ToolTrajectoryAvgScoreGrader:
 
     def _any_order(self, calls: Sequence[ToolCall]) -> tuple[list[int | None], str | None]:
         # Equality of (name, args) is an equivalence, so taking the first free equal call for
-        # each entry pairs as many entries as any matching could.
+        # each entry pairs as many entries as any matching could. Calls are bucketed by a key
+        # equal exactly when the values are (value_key), so this is linear, not entries x calls.
         by_name: dict[str, list[int]] = {}
+        wanted = {name for name, _ in self.expected}
+        buckets: dict[Any, deque[int]] = {}
         for j, call in enumerate(calls):
+            if call.name not in wanted:
+                continue
             by_name.setdefault(call.name, []).append(j)
-        used: set[int] = set()
+            buckets.setdefault(self._key(call.name, call.arguments), deque()).append(j)
         paired: list[int | None] = []
-        for k, (name, _) in enumerate(self.expected):
-            found = next((j for j in by_name.get(name, ()) if j not in used
-                          and self.matches(k, calls[j])), None)
-            if found is not None:
-                used.add(found)
-            paired.append(found)
+        for name, args in self.expected:
+            bucket = buckets.get(self._key(name, args))
+            paired.append(bucket.popleft() if bucket else None)
         missing = [k for k, j in enumerate(paired) if j is None]
         if not missing:
             return paired, None
@@ -337,6 +341,11 @@ class ToolTrajectoryAvgScoreGrader:
                 reasons.append(f"entry {k} ({name!r}): no call with equal args")
         more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
         return paired, "; ".join(reasons) + more
+
+    def _key(self, name: str, args: Any) -> Any:
+        if self.ignore_args:
+            return name
+        return name, value_key({} if args is None else args)
 
     def _explain(self, calls: Sequence[ToolCall], paired: Sequence[int | None],
                  why: str | None) -> str:
@@ -354,6 +363,34 @@ class ToolTrajectoryAvgScoreGrader:
         at = ", ".join(f"#{j}" for j in paired[:5]) + (" …" if n > 5 else "")
         return (f"{self.match_type}: all {n} expected tool use{_s(n)} found {mode} ({what}) at "
                 f"call{_s(n)} {at}; {len(calls) - n} other call{_s(len(calls) - n)}.")
+
+
+def value_key(value: Any) -> Any:
+    """A hashable key of a JSON value, equal for two values exactly when ``same_value`` holds:
+    numbers by value (``1`` and ``1.0`` alike: Python hashes them alike), booleans apart from
+    numbers, lists and tuples alike, objects by their keys and values in any order."""
+    cls = value.__class__
+    if cls is str:
+        return value
+    if isinstance(value, bool):
+        return _BOOL, value
+    if isinstance(value, (int, float)):
+        if value.__class__ is float and math.isnan(value):
+            return object()                                    # NaN equals nothing
+        return _NUMBER, value
+    if value is None:
+        return _NULL
+    if isinstance(value, Mapping):
+        return _OBJECT, frozenset((k, value_key(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return _LIST, tuple(value_key(v) for v in value)
+    try:
+        return type(value), hash(value), value
+    except TypeError:
+        return object()
+
+
+_BOOL, _NUMBER, _NULL, _OBJECT, _LIST = "\0b", "\0n", "\0z", "\0o", "\0l"
 
 
 def _s(n: int) -> str:
