@@ -10,6 +10,7 @@ from . import (  # noqa: F401  (importing a family registers it)
     tool_calls,
     tool_graders,
     tool_trajectory,
+    tool_trajectory_avg_score,
     trajectory_match,
 )
 from .registry import REGISTRY, Grader, GraderFamily, GradingConfigError, register

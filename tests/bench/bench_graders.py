@@ -78,6 +78,12 @@ FAMILIES: dict[str, dict[str, Any]] = {
                              {"name": "search", "args": {"query": "def main"}},
                              {"name": "write_file", "args": {}}, {"name": "bash", "args": {}},
                              {"name": "run_tests", "args": {}}] * 20},
+    # ADK IN_ORDER: the last use is never made, so every bash call's args are compared.
+    "trajectory_avg (adk)": {"type": "tool_trajectory_avg_score", "criteria": {
+        "tool_trajectory_avg_score": {"threshold": 1.0, "match_type": "IN_ORDER"}},
+        "expected_tool_use": [{"name": "read_file", "args": {"path": "src/app/main.py"}},
+                              {"name": "run_tests", "args": {"selector": "tests/test_main.py"}},
+                              {"name": "bash", "args": {"command": "rm -rf /"}}]},
 }
 
 
