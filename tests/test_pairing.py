@@ -102,7 +102,7 @@ def test_weighted_lcs_is_the_best_order_preserving_total(seed: int) -> None:
     brute = max(sum(w[r][c] for r, c in p) for p in ordered_pairings(n, m))
     assert total == pytest.approx(brute)
     assert sum(s for _, _, s in pairs) == pytest.approx(brute)
-    assert all(a[0] < b[0] and a[1] < b[1] for a, b in zip(pairs, pairs[1:]))
+    assert all(a[0] < b[0] and a[1] < b[1] for a, b in itertools.pairwise(pairs))
 
 
 @pytest.mark.parametrize("seed", range(200))
