@@ -97,8 +97,9 @@ def test_weighted_lcs_is_the_best_order_preserving_total(seed: int) -> None:
     names_c = [rng.choice("abc") for _ in range(m)]
     w = [[rng.choice([0.0, 0.5, 1.0, 0.25]) if names_r[r] == names_c[c] else 0.0
           for c in range(m)] for r in range(n)]
-    total, pairs = weighted_lcs(n, m, lambda r: [c for c in range(m) if names_r[r] == names_c[c]],
-                                lambda r, c: w[r][c])
+    total, pairs = weighted_lcs(n, m, lambda r: (
+        [c for c in range(m) if names_r[r] == names_c[c]],
+        [w[r][c] for c in range(m) if names_r[r] == names_c[c]]))
     brute = max(sum(w[r][c] for r, c in p) for p in ordered_pairings(n, m))
     assert total == pytest.approx(brute)
     assert sum(s for _, _, s in pairs) == pytest.approx(brute)
@@ -111,9 +112,10 @@ def test_longest_then_best_takes_the_longest_and_among_those_the_best(seed: int)
     n, m = rng.randrange(0, 5), rng.randrange(0, 6)
     names_r = [rng.choice("ab") for _ in range(n)]
     names_c = [rng.choice("abc") for _ in range(m)]
-    w = [[rng.choice([0.0, 0.5, 1.0]) for _ in range(m)] for _ in range(n)]
-    pairs = longest_then_best(n, m, lambda r: [c for c in range(m) if names_r[r] == names_c[c]],
-                              lambda r, c: w[r][c])
+    w = [[rng.choice([0.0, 0.5, 1.0, 1 / 3, 2 / 3]) for _ in range(m)] for _ in range(n)]
+    pairs = longest_then_best(n, m, lambda r: (
+        [c for c in range(m) if names_r[r] == names_c[c]],
+        [w[r][c] for c in range(m) if names_r[r] == names_c[c]]), scale=6)
     legal = [p for p in ordered_pairings(n, m)
              if all(names_r[r] == names_c[c] for r, c in p)]
     best = max((len(p), sum(w[r][c] for r, c in p)) for p in legal)

@@ -31,6 +31,7 @@ __all__ = [
     "Assignment",
     "assign",
     "longest_then_best",
+    "memoised_candidates",
     "value_key",
     "weighted_lcs",
 ]
@@ -231,61 +232,94 @@ def _greedy(supply: list[int], capacity: list[int], weights: list[list[float]]
     return flow
 
 
-def weighted_lcs(n_rows: int, n_cols: int, candidates: Callable[[int], Sequence[int]],
-                 weight: Weight) -> tuple[float, list[tuple[int, int, float]]]:
+Candidates = Callable[[int], tuple[Sequence[int], Sequence[float]]]
+
+
+def memoised_candidates(row_keys: Sequence[Hashable], columns: Callable[[int], Sequence[int]],
+                        col_key: Callable[[int], Hashable], weight: Weight) -> Candidates:
+    """``candidates`` for the DPs below, scoring each (row class, column class) once: rows
+    with equal keys (and equal ``columns``) share their score lists, columns with equal keys
+    their scores (a run's calls repeat their arguments more often than not)."""
+    lists: dict[Hashable, tuple[Sequence[int], list[float]]] = {}
+    col_keys: dict[int, Hashable] = {}
+    scores: dict[tuple[Hashable, Hashable], float] = {}
+
+    def candidates(r: int) -> tuple[Sequence[int], Sequence[float]]:
+        cols = columns(r)
+        found = lists.get((row_keys[r], id(cols)))
+        if found is not None:
+            return found
+        out = []
+        for c in cols:
+            key = col_keys.get(c)
+            if key is None:
+                key = col_keys[c] = col_key(c)
+            w = scores.get((row_keys[r], key))
+            if w is None:
+                w = scores[(row_keys[r], key)] = weight(r, c)
+            out.append(w)
+        lists[(row_keys[r], id(cols))] = cols, out
+        return cols, out
+
+    return candidates
+
+
+def weighted_lcs(n_rows: int, n_cols: int, candidates: Candidates
+                 ) -> tuple[float, list[tuple[int, int, float]]]:
     """The order-preserving pairing with the highest total (DeepEval's weighted LCS).
 
-    ``candidates(r)`` lists the columns row ``r`` may pair with, ascending; pairs scoring 0
-    add nothing and are not formed. Returns (total, pairs). Memory: one row of totals per
-    row that has candidates (for the trace-back).
+    ``candidates(r)`` gives the columns row ``r`` may pair with (ascending) and their scores;
+    pairs scoring 0 add nothing and are not formed. Returns (total, pairs). Memory: one row
+    of totals per row that has candidates (for the trace-back).
     """
-    zero = [0.0] * (n_cols + 1)
-    rows: list[list[float]] = [zero]
+    rows: list[list[float]] = [[0.0] * (n_cols + 1)]
+    scores: list[dict[int, float]] = []
     for r in range(n_rows):
         previous = rows[-1]
         cand = None
-        for c in candidates(r):
-            w = weight(r, c)
+        cols, weights = candidates(r)
+        for c, w in zip(cols, weights):
             if w > 0:
                 v = previous[c] + w
                 if cand is None:
                     cand = previous[:]
                 cand[c + 1] = max(cand[c + 1], v)
+        scores.append(dict(zip(cols, weights)) if cand is not None else {})
         rows.append(previous if cand is None else list(accumulate(cand, max)))
-    pairs: list[tuple[int, int, float]] = []
-    r, c = n_rows, n_cols
-    while r > 0 and c > 0:
-        here = rows[r][c]
-        if here == rows[r - 1][c]:
-            r -= 1
-        elif here == rows[r][c - 1]:
-            c -= 1
-        else:
-            pairs.append((r - 1, c - 1, here - rows[r - 1][c - 1]))
-            r -= 1
-            c -= 1
-    pairs.reverse()
-    return rows[-1][-1], [(a, b, weight(a, b)) for a, b, _ in pairs]
+    return rows[-1][-1], _trace(rows, scores, n_rows, n_cols)
 
 
-def longest_then_best(n_rows: int, n_cols: int, candidates: Callable[[int], Sequence[int]],
-                      weight: Weight) -> list[tuple[int, int, float]]:
+def longest_then_best(n_rows: int, n_cols: int, candidates: Candidates, scale: int = 1
+                      ) -> list[tuple[int, int, float]]:
     """Among the longest order-preserving pairings over ``candidates`` (equal names), the one
-    with the highest total score (Ragas' strict order). Pairs scoring 0 count for length."""
-    zero = [(0, 0.0)] * (n_cols + 1)
-    rows: list[list[tuple[int, float]]] = [zero]
+    with the highest total score (Ragas' strict order). Pairs scoring 0 count for length.
+
+    Scores must be multiples of ``1 / scale`` (Ragas' are hits / reference keys: ``scale`` is
+    the least common multiple of the key counts). A DP cell is then one exact integer,
+    ``length * (n_rows * scale + 1) + total * scale``, which orders as (length, total) and
+    keeps the per-row maximum in C.
+    """
+    big = n_rows * scale + 1
+    rows: list[list[int]] = [[0] * (n_cols + 1)]
+    scores: list[dict[int, float]] = []
     for r in range(n_rows):
         previous = rows[-1]
         cand = None
-        for c in candidates(r):
-            n, total = previous[c]
-            v = (n + 1, total + weight(r, c))
+        cols, weights = candidates(r)
+        for c, w in zip(cols, weights):
+            v = previous[c] + big + round(w * scale)
             if cand is None:
                 cand = previous[:]
             cand[c + 1] = max(cand[c + 1], v)
+        scores.append(dict(zip(cols, weights)) if cand is not None else {})
         rows.append(previous if cand is None else list(accumulate(cand, max)))
+    return _trace(rows, scores, n_rows, n_cols)
+
+
+def _trace(rows: Sequence[Sequence[Any]], scores: Sequence[dict[int, float]], r: int, c: int
+           ) -> list[tuple[int, int, float]]:
+    """The pairs of a DP table, walking back from (r, c): up, else left, else a pair."""
     pairs: list[tuple[int, int, float]] = []
-    r, c = n_rows, n_cols
     while r > 0 and c > 0:
         here = rows[r][c]
         if here == rows[r - 1][c]:
@@ -293,7 +327,7 @@ def longest_then_best(n_rows: int, n_cols: int, candidates: Callable[[int], Sequ
         elif here == rows[r][c - 1]:
             c -= 1
         else:
-            pairs.append((r - 1, c - 1, weight(r - 1, c - 1)))
+            pairs.append((r - 1, c - 1, scores[r - 1][c - 1]))
             r -= 1
             c -= 1
     pairs.reverse()

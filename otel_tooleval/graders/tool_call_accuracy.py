@@ -10,13 +10,14 @@ its own pair.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, longest_then_best, value_key
+from .pairing import assign, longest_then_best, memoised_candidates, value_key
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 from .tool_correctness import json_values
@@ -106,6 +107,8 @@ class ToolCallAccuracyGrader:
         self.include_values = include_values
         refs = params.reference_tool_calls
         self.keys = [value_key(r.args) for r in refs]
+        # Pair scores are multiples of 1 / this: the strict-order DP counts in integers.
+        self.scale = math.lcm(*(len(r.args) or 1 for r in refs)) if refs else 1
         self.blocks: dict[str, list[int]] = {}
         for i, r in enumerate(refs):
             self.blocks.setdefault(r.name, []).append(i)
@@ -116,9 +119,10 @@ class ToolCallAccuracyGrader:
         if self.params.strict_order:
             groups = run.calls_by_name()
             positions = {name: [c.index for c in groups.get(name, ())] for name in self.blocks}
-            pairs = longest_then_best(
-                len(refs), len(calls), lambda i: positions[refs[i].name],
-                lambda i, j: reference_score(refs[i].args, arguments_of(calls[j])))
+            blocks = [positions[r.name] for r in refs]
+            pairs = longest_then_best(len(refs), len(calls), memoised_candidates(
+                self.keys, blocks.__getitem__, lambda j: call_key(calls[j]),
+                lambda i, j: reference_score(refs[i].args, arguments_of(calls[j]))), self.scale)
         else:
             pairs = self._assigned(run)
         denominator = max(len(refs), len(calls))

@@ -52,10 +52,18 @@ class ToolCallF1Grader:
         calls = run.calls
         left = {key: iter(entries) for key, entries in self.wanted.items()}
         pairs: list[tuple[int, ToolCall]] = []
+        keys: dict[Any, Any] = {}   # recorded argument text -> value key: decode each once
         for call in calls:          # each call takes the first unused equal reference call
             if call.name not in self.names:
                 continue
-            entries = left.get((call.name, value_key(arguments_of(call))))
+            raw = call.raw_arguments
+            if raw.__class__ is str:
+                key = keys.get((raw, id(call.envelope)))
+                if key is None:
+                    key = keys[(raw, id(call.envelope))] = value_key(arguments_of(call))
+            else:
+                key = value_key(arguments_of(call))
+            entries = left.get((call.name, key))
             i = next(entries, None) if entries is not None else None
             if i is not None:
                 pairs.append((i, call))

@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, value_key, weighted_lcs
+from .pairing import assign, memoised_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 
@@ -268,17 +268,11 @@ class ToolCorrectnessGrader:
             if found is not None:
                 found.append(c.index)
         tools = self.params.expected_tools
-        cache: dict[tuple[Any, Any], float] = {}
-
-        def weight(i: int, j: int) -> float:
-            key = (self.keys[i], self._call_key(calls[j]))
-            found = cache.get(key)
-            if found is None:
-                found = cache[key] = self.pair_score(i, calls[j])
-            return found
-
-        _, pairs = weighted_lcs(len(tools), len(calls),
-                                lambda i: positions[(tools[i].name, tools[i].type)], weight)
+        blocks = [positions[(t.name, t.type)] for t in tools]
+        candidates = memoised_candidates(
+            self.keys, blocks.__getitem__, lambda j: self._call_key(calls[j]),
+            lambda i, j: self.pair_score(i, calls[j]))
+        _, pairs = weighted_lcs(len(tools), len(calls), candidates)
         return pairs
 
     # -- reporting ----------------------------------------------------------------------------------
