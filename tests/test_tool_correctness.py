@@ -294,3 +294,13 @@ def test_graded_live_from_sdk_spans() -> None:
         assert result.details["pairs"][1]["span_id"] in spans
     finally:
         h.close()
+
+
+def test_a_pathological_block_is_bounded_by_the_grading_budget() -> None:
+    # 300 distinct expected calls of one tool against 300 distinct calls of it: the per-run
+    # grading budget (limits.grading_budget_ms) ends the grader with label error.
+    expected = [{"name": "read", "input_parameters": {"path": f"f{i}", "n": i}}
+                for i in range(300)]
+    config = {**tc(expected, evaluation_params=ARGS), "limits": {"grading_budget_ms": 1}}
+    r = grade(config, [call("read", {"path": f"f{i}", "n": -i}) for i in range(300)])
+    assert (r.label, r.passed, r.error) == ("error", False, "budget_exceeded")
