@@ -5,9 +5,12 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (importing a family registers it)
     function_sets,
+    tool_call_accuracy,
     tool_call_checks,
+    tool_call_f1,
     tool_call_order,
     tool_calls,
+    tool_correctness,
     tool_graders,
     tool_trajectory,
     tool_trajectory_avg_score,

@@ -84,6 +84,24 @@ FAMILIES: dict[str, dict[str, Any]] = {
         "expected_tool_use": [{"name": "read_file", "args": {"path": "src/app/main.py"}},
                               {"name": "run_tests", "args": {"selector": "tests/test_main.py"}},
                               {"name": "bash", "args": {"command": "rm -rf /"}}]},
+    # Issue 17: DeepEval's tool_correctness, Ragas' tool_call_accuracy and tool_call_f1.
+    **{name: {**entry, key: [{"name": "read_file", arg: {"path": "src/app/main.py"}},
+                             {"name": "search", arg: {"query": "def main"}},
+                             {"name": "run_tests", arg: {"selector": "tests/test_main.py"}},
+                             {"name": "bash", arg: {"command": "ls"}}] * 3}
+       for name, entry, key, arg in (
+           ("tool_correctness", {"type": "tool_correctness",
+                                 "evaluation_params": ["INPUT_PARAMETERS"]},
+            "expected_tools", "input_parameters"),
+           ("tool_correctness (ordering)", {"type": "tool_correctness",
+                                            "evaluation_params": ["INPUT_PARAMETERS"],
+                                            "should_consider_ordering": True},
+            "expected_tools", "input_parameters"),
+           ("tool_call_accuracy", {"type": "tool_call_accuracy"}, "reference_tool_calls", "args"),
+           ("tool_call_accuracy (any order)", {"type": "tool_call_accuracy",
+                                               "strict_order": False},
+            "reference_tool_calls", "args"),
+           ("tool_call_f1", {"type": "tool_call_f1"}, "reference_tool_calls", "args"))},
 }
 
 
