@@ -190,7 +190,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         f.write(CONFIG)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     # serve's stderr goes to a file: a pipe nobody reads fills up and blocks its log lines.
-    log = tempfile.TemporaryFile("w+")
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in the finally below
     serve = subprocess.Popen(
         [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", f.name,
          "--grpc", "off", "--http", f"127.0.0.1:{http_port}",
