@@ -255,7 +255,11 @@ def _serve_logged(args: argparse.Namespace) -> int:
             shutdown_timeout=args.shutdown_timeout, read_timeout=args.read_timeout,
             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
             bearer_token_file=args.bearer_token_file, insecure_bind=args.insecure_bind,
-            forward_timeout=args.forward_timeout, forward_workers=args.forward_workers)
+            forward_timeout=args.forward_timeout, forward_workers=args.forward_workers,
+            idle_timeout=args.idle_timeout, max_connections=args.max_connections,
+            backlog=args.backlog, max_inflight_bytes=args.max_inflight_bytes,
+            max_concurrent_rpcs=args.max_concurrent_rpcs,
+            max_connection_age=args.max_connection_age, workers=args.workers)
     except ValueError as exc:
         print(f"otel-tooleval serve: {exc}", file=sys.stderr)
         return 2
@@ -371,9 +375,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",
                        help="time to drain on SIGTERM (default 30)")
     serve.add_argument("--read-timeout", type=float, default=30.0, metavar="SECONDS",
-                       help="HTTP: time a connection gets to send a whole request, headers "
-                            "and body, counted from the end of the previous answer; then it "
-                            "is closed (default 30)")
+                       help="HTTP: time a request gets to arrive whole, headers and body, "
+                            "from its first byte (or from connecting); then the connection is "
+                            "closed unanswered (default 30)")
     serve.add_argument("--forward-timeout", type=float, metavar="SECONDS",
                        help="time for one request to the next hop (default "
                             "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT, else OTEL_EXPORTER_OTLP_TIMEOUT, "
@@ -393,6 +397,26 @@ def _parser() -> argparse.ArgumentParser:
     security.add_argument("--insecure-bind", action="store_true",
                           help="allow an address beyond loopback without TLS and a token "
                                "(or client certificates)")
+    serve.add_argument("--idle-timeout", type=float, default=60.0, metavar="SECONDS",
+                       help="an idle keep-alive HTTP connection, or an idle gRPC connection, "
+                            "is closed after this (default 60)")
+    serve.add_argument("--max-connections", type=int, default=1024, metavar="N",
+                       help="HTTP connections open at once; the requests of those beyond are "
+                            "answered 503 with Retry-After (default 1024)")
+    serve.add_argument("--backlog", type=int, default=2048, metavar="N",
+                       help="listen backlog of the HTTP socket (default 2048)")
+    serve.add_argument("--max-inflight-bytes", type=int, default=64 * 1024 * 1024, metavar="N",
+                       help="HTTP request bodies being read and decoded at once; a request "
+                            "that would go past it is answered 429 unread (default 64 MiB)")
+    serve.add_argument("--max-concurrent-rpcs", type=int, default=128, metavar="N",
+                       help="gRPC exports in progress at once; beyond, RESOURCE_EXHAUSTED "
+                            "(default 128)")
+    serve.add_argument("--max-connection-age", type=float, default=0.0, metavar="SECONDS",
+                       help="gRPC: a connection is asked to reconnect after this, to spread "
+                            "load behind a balancer (default 0: never)")
+    serve.add_argument("--workers", type=int, default=8, metavar="N",
+                       help="threads that decode and ingest requests, per receiver "
+                            "(default 8)")
     verbosity = serve.add_mutually_exclusive_group()
     verbosity.add_argument("--log-level", choices=["debug", "info", "warning", "error"],
                            default="info",

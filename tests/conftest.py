@@ -30,6 +30,10 @@ def loopback_only(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in list(os.environ):
         if name.lower() in ("http_proxy", "https_proxy", "all_proxy", "grpc_proxy") or name.startswith("OTEL_") or name == "TOOLEVAL_CONFIG":
             monkeypatch.delenv(name)
+    # requests lets these override an exporter's certificate_file (its session's verify): a
+    # machine that sets them would make the TLS tests trust the system CAs, not the test CA.
+    for name in ("REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("no_proxy", "127.0.0.1,localhost")
     monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
 

@@ -596,7 +596,7 @@ def _closed_after(sock: Any) -> float:
 def test_read_timeout_closes_slow_half_sent_and_idle_connections(
         serve_factory: Callable[..., ToolEvalServer], caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level("INFO", logger="otel_tooleval")
-    server = serve_factory(read_timeout=0.6, emit_telemetry=False)
+    server = serve_factory(read_timeout=0.6, idle_timeout=0.6, emit_telemetry=False)
     port = server.http_port or 0
     body = body_of(demo_spans()[:3])
     head = (f"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-protobuf\r\n"
@@ -622,7 +622,7 @@ def test_read_timeout_closes_slow_half_sent_and_idle_connections(
             pass
         else:
             assert _closed_after(slow) < 3
-        # An idle keep-alive connection after a whole request: closed after the timeout too.
+        # An idle keep-alive connection after a whole request: closed after --idle-timeout.
         idle = _raw(port, head + body)
         opened.append(idle)
         response = http.client.HTTPResponse(idle)

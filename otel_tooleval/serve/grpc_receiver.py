@@ -8,7 +8,7 @@ from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
 from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
-from .options import ListenError, _check_free
+from .options import ListenError, ServeOptions, _check_free
 from .security import grpc_auth_interceptor, grpc_server_credentials
 
 if TYPE_CHECKING:
@@ -33,7 +33,8 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
         # serve, Phoenix) would bind too and the two would share the connections.
         options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
-                 ("grpc.so_reuseport", 0)],
+                 ("grpc.so_reuseport", 0), *_limits(app.options)],
+        maximum_concurrent_rpcs=app.options.max_concurrent_rpcs,   # beyond: RESOURCE_EXHAUSTED
         interceptors=[grpc_auth_interceptor(app.tokens)] if app.tokens is not None else None,
     )
 
@@ -57,6 +58,25 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
                           "GRPC_VERBOSITY=debug tells why")
     server.start()
     return server, bound
+
+
+def _limits(options: ServeOptions) -> list[tuple[str, int]]:
+    """grpcio channel arguments for the connection limits (docs/serve.md, "Limits")."""
+    limits = [
+        ("grpc.max_connection_idle_ms", int(options.idle_timeout * 1000)),
+        # Keepalive enforcement: a client may ping an idle connection every 10 s at most
+        # (more often: GOAWAY after 2 strikes); serve pings idle clients every 60 s and drops
+        # those that do not answer within 20 s.
+        ("grpc.http2.min_recv_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.keepalive_permit_without_calls", 1),
+        ("grpc.keepalive_time_ms", 60_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+    ]
+    if options.max_connection_age:
+        limits += [("grpc.max_connection_age_ms", int(options.max_connection_age * 1000)),
+                   ("grpc.max_connection_age_grace_ms", int(options.read_timeout * 1000))]
+    return limits
 
 
 def _grpc_export(app: ToolEvalServer, body: bytes, context: Any) -> bytes:

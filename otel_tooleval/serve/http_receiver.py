@@ -1,246 +1,313 @@
-"""The OTLP/HTTP receiver: ``POST /v1/traces`` (protobuf and JSON) and ``GET /healthz``."""
+"""The OTLP/HTTP receiver on uvicorn: ``POST /v1/traces`` (protobuf and JSON), ``GET /healthz``.
+
+uvicorn runs the connections on an asyncio loop in a thread of its own (no signal handlers:
+the process owns those); ``_OtlpHttpApp`` is a plain ASGI callable. Everything that decides
+whether a body is read at all (draining, buffers full, ``--max-body-bytes``, the in-flight
+byte budget) is decided on the request's headers, so a refused body is never buffered; the
+CPU work (decompress, parse, ingest) runs in a pool of ``workers`` threads so that the loop
+keeps accepting connections and timing them.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import json
 import logging
-import math
 import socket
-import sys
 import threading
-import time
-from collections.abc import Mapping
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .decoding import (
-    _JSON,
-    _PROTOBUF,
-    _RETRY_AFTER_SECONDS,
-    Refused,
-    _decompress,
-    _one_line,
-    _response,
-)
+from .decoding import _JSON, _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _decompress, _one_line
 from .options import ListenError
+from .security import HTTP_CHALLENGE, authorized, refusal_reason, uvicorn_ssl_options
 
 if TYPE_CHECKING:
     from .server import ToolEvalServer
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
-
-def start_http(app: ToolEvalServer, host: str, port: int) -> tuple[Any, threading.Thread, int]:
-    """A serving HTTP receiver for ``app`` on ``host:port``, its thread and the port it bound.
-
-    Raises:
-        ListenError: the address cannot be bound.
-    """
-    try:
-        server = _HttpServer((host, port), _Handler, app)
-    except OSError as exc:   # the server closed its socket
-        raise ListenError(host, port, "--http", exc) from None
-    thread = threading.Thread(target=server.serve_forever, name="otel-tooleval-http",
-                              kwargs={"poll_interval": 0.2}, daemon=True)
-    thread.start()
-    return server, thread, server.server_address[1]
+MISSING_UVICORN = ("the OTLP/HTTP receiver needs uvicorn: pip install 'otel-tooleval[serve]', "
+                   "or pass --http off")
+_MAX_HEADER_BYTES = 64 * 1024   # request line and headers together
+_HEALTH_PATHS = ("/healthz", "/readyz", "/")
+_GRPC_CODES = {400: 3, 401: 16, 411: 3, 413: 8, 429: 8, 503: 14}   # google.rpc.Code of an HTTP answer
 
 
-class _HttpServer(ThreadingHTTPServer):
-    """``http.server`` with a deadline per request on every connection.
+@dataclass(frozen=True, slots=True)
+class _Answer:
+    status: int
+    payload: bytes
+    content_type: str
+    retry: bool = False   # Retry-After
+    close: bool = False   # the body was not read (whole): the connection ends after this
+    challenge: bool = False   # 401: WWW-Authenticate names the Bearer scheme
 
-    A connection waiting for the client (for the next request on a keep-alive connection,
-    for the rest of its headers or body) is shut down ``read_timeout`` seconds after the wait
-    began, however slowly bytes trickle in, so no client holds a thread longer; the check runs
-    in ``serve_forever``'s loop. ``close_waiting`` shuts down every waiting connection at once
-    (shutdown). A connection whose request is being answered is not cut.
-    """
 
-    daemon_threads = False
-    block_on_close = True
-    allow_reuse_address = True
+def _error(status: int, message: str, content_type: str, *, retry: bool = False,
+           close: bool = False) -> _Answer:
+    """An error answer as OTLP/HTTP specifies: a google.rpc.Status in the request's encoding."""
+    from google.rpc import status_pb2
 
-    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler],
-                 app: ToolEvalServer) -> None:
+    code = _GRPC_CODES.get(status, 2)
+    message = _one_line(message)
+    if content_type == _JSON:
+        payload = json.dumps({"code": code, "message": message}).encode()
+    else:
+        payload = status_pb2.Status(code=code, message=message).SerializeToString()
+        content_type = _PROTOBUF
+    return _Answer(status, payload, content_type, retry, close)
+
+
+class _OtlpHttpApp:
+    """The ASGI callable: routes, backpressure on the headers, the body read within limits."""
+
+    def __init__(self, app: ToolEvalServer, pool: ThreadPoolExecutor) -> None:
         self.app = app
-        self.read_timeout = app.options.read_timeout
-        self._waiting: dict[socket.socket, float] = {}   # connection -> deadline
-        self._waiting_lock = threading.Lock()
-        self._closing = False
-        super().__init__(address, handler)
+        self.pool = pool
+        self.max_body = app.options.max_body_bytes
+        self.max_inflight = app.options.max_inflight_bytes
+        self.inflight = 0   # bytes of bodies being read, decoded and ingested (loop thread only)
 
-    def wait_for_client(self, conn: socket.socket) -> bool:
-        """``conn`` now waits for its client; False when the server is closing."""
-        with self._waiting_lock:
-            if self._closing:
-                return False
-            self._waiting[conn] = time.monotonic() + self.read_timeout
-            return True
-
-    def take_request(self, conn: socket.socket) -> bool:
-        """``conn`` has a whole request to answer; False when it was cut before."""
-        with self._waiting_lock:
-            return self._waiting.pop(conn, None) is not None
-
-    def forget(self, conn: socket.socket) -> None:
-        with self._waiting_lock:
-            self._waiting.pop(conn, None)
-
-    def service_actions(self) -> None:
-        self._cut(time.monotonic())
-
-    def close_waiting(self) -> None:
-        with self._waiting_lock:
-            self._closing = True
-        self._cut(math.inf)
-
-    def _cut(self, now: float) -> None:
-        # Under the lock, so that a request is either taken or cut, never both.
-        with self._waiting_lock:
-            for conn in [c for c, deadline in self._waiting.items() if deadline <= now]:
-                del self._waiting[conn]
-                try:
-                    conn.shutdown(socket.SHUT_RDWR)   # the reading thread sees the end
-                except OSError:
-                    pass
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        exc = sys.exc_info()[1]
-        if isinstance(exc, OSError):   # a client gone or too slow to read its answer
-            _log.debug("otel-tooleval serve: connection from %s: %s", client_address[0],
-                       _one_line(str(exc) or type(exc).__name__))
-        else:
-            _log.exception("otel-tooleval serve: request from %s failed", client_address[0])
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _HttpServer
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        self.connection.settimeout(self.server.read_timeout)   # each operation, writes too
-
-    def finish(self) -> None:
-        self.server.forget(self.connection)
-        super().finish()
-
-    def handle_one_request(self) -> None:
-        if not self.server.wait_for_client(self.connection):
-            self.close_connection = True
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
             return
-        super().handle_one_request()
+        client = scope["client"][0] if scope.get("client") else "?"
+        headers = {name.decode("latin-1"): value.decode("latin-1")
+                   for name, value in scope["headers"]}
+        path, method = scope["path"], scope["method"]
+        has_body = "transfer-encoding" in headers or headers.get("content-length", "0") != "0"
+        if path in _HEALTH_PATHS and method in ("GET", "HEAD"):
+            status, doc = self.app.health()
+            await _send(send, _Answer(status, json.dumps(doc).encode(), _JSON, close=has_body))
+            return
+        if path != "/v1/traces":
+            await _send(send, _error(404, "serve receives traces only, at /v1/traces", _JSON,
+                                     close=has_body))
+            return
+        if method != "POST":
+            await _send(send, _error(405, "use POST for /v1/traces", _JSON, close=has_body))
+            return
+        content_type = (headers.get("content-type") or _PROTOBUF).split(";")[0].strip()
+        authorization = headers.get("authorization")
+        if not authorized(self.app.tokens, authorization):   # before anything about the body
+            self.app._count("refused_unauthenticated")
+            _log.warning("otel-tooleval serve: request from %s refused: 401 %s", client,
+                         refusal_reason(authorization))
+            refusal = _error(401, "a valid bearer token is required (Authorization: Bearer "
+                                  "TOKEN)", content_type if content_type == _JSON else _PROTOBUF,
+                             close=has_body)
+            await _send(send, dataclasses.replace(refusal, challenge=True))
+            return
+        answer = self._admit(headers, content_type)
+        if answer is not None:
+            self._log_refused(client, answer)
+            await _send(send, answer)
+            return
+        length_text = headers.get("content-length")
+        reserved = [int(length_text) if length_text is not None else 0]   # grows if chunked
+        self.inflight += reserved[0]
+        try:
+            body = await self._receive(receive, content_type, reserved, length_text is None)
+            if body is None:   # the client went away, or was cut by --read-timeout
+                return
+            answer = body if isinstance(body, _Answer) else await (
+                asyncio.get_running_loop().run_in_executor(
+                    self.pool, self._decode_and_ingest, body, content_type,
+                    headers.get("content-encoding")))
+        finally:
+            self.inflight -= reserved[0]
+        self._log_refused(client, answer)
+        await _send(send, answer)
 
-    def do_GET(self) -> None:
-        if not self.server.take_request(self.connection):
-            self.close_connection = True
-            return
-        if self.path.split("?")[0] not in ("/healthz", "/readyz", "/"):
-            self._reply(404, b'{"error": "not found"}', _JSON)
-            return
-        status, doc = self.server.app.health()
-        self._reply(status, json.dumps(doc).encode(), _JSON)
-
-    def do_POST(self) -> None:
-        app = self.server.app
-        if self.path.split("?")[0] != "/v1/traces":
-            self._discard_body()
-            self._reply(404, b'{"error": "serve receives traces only, at /v1/traces"}', _JSON)
-            return
-        content_type = (self.headers.get("Content-Type") or _PROTOBUF).split(";")[0].strip()
+    def _admit(self, headers: dict[str, str], content_type: str) -> _Answer | None:
+        """The answer when the body is not to be read, decided on the headers alone."""
         if content_type not in (_PROTOBUF, _JSON):
-            self._discard_body()
-            self._error(415, f"unsupported Content-Type {content_type!r}: use {_PROTOBUF} "
-                             f"or {_JSON}", _JSON)
-            return
-        length_text = self.headers.get("Content-Length")
-        if length_text is None or not length_text.isdigit():
-            self.close_connection = True
-            self._error(411, "a Content-Length header is required", content_type)
-            return
-        length = int(length_text)
-        limit = app.options.max_body_bytes
-        if length > limit:
-            self.close_connection = True   # the body is not read
-            self._error(413, f"body of {length} bytes is over the limit of {limit}",
-                        content_type)
-            return
+            return _error(415, f"unsupported Content-Type {content_type!r}: use {_PROTOBUF} or "
+                               f"{_JSON}", _JSON, close=True)
         try:
-            body = self.rfile.read(length)
-        except OSError as exc:   # the socket timeout (TimeoutError) among them
-            body, reason = b"", str(exc) or type(exc).__name__
-        else:
-            reason = f"{len(body)} of {length} bytes"
-        if len(body) < length or not self.server.take_request(self.connection):
-            self.close_connection = True   # not answered: the sender retries
-            _log.warning("otel-tooleval serve: request from %s dropped: body not received "
-                         "within --read-timeout %gs (%s)", self.client_address[0],
-                         self.server.read_timeout, _one_line(reason))
-            return
-        try:
-            body = _decompress(body, self.headers.get("Content-Encoding"), limit)
+            self.app.admit()
         except Refused as refused:
-            self._error(refused.status, str(refused), content_type)
-            return
+            return _error(refused.status, str(refused), content_type, retry=True, close=True)
+        length_text = headers.get("content-length")
+        if length_text is None:
+            if "transfer-encoding" not in headers:
+                return _error(411, "a Content-Length header is required", content_type,
+                              close=True)
+            return None   # chunked: the limits are enforced while reading
+        length = int(length_text)   # h11 has checked it is a number
+        if length > self.max_body:
+            return _error(413, f"body of {length} bytes is over the limit of {self.max_body}",
+                          content_type, close=True)
+        if self.inflight and self.inflight + length > self.max_inflight:
+            self.app._count("refused_inflight")
+            return _error(429, f"{self.inflight} bytes of requests in flight; retry later",
+                          content_type, retry=True, close=True)
+        return None
+
+    async def _receive(self, receive: Any, content_type: str, reserved: list[int],
+                       chunked: bool) -> bytes | _Answer | None:
+        """The whole body; an answer when a chunked body goes past a limit (its bytes are
+        added to ``reserved`` and the in-flight count as they come); None when the
+        connection ends first."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if chunked and chunk:
+                if size > self.max_body:
+                    return _error(413, f"body over the limit of {self.max_body} bytes",
+                                  content_type, close=True)
+                if self.inflight + len(chunk) > self.max_inflight and self.inflight > reserved[0]:
+                    self.app._count("refused_inflight")
+                    return _error(429, f"{self.inflight} bytes of requests in flight; retry "
+                                       "later", content_type, retry=True, close=True)
+                self.inflight += len(chunk)
+                reserved[0] += len(chunk)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _decode_and_ingest(self, body: bytes, content_type: str,
+                           encoding: str | None) -> _Answer:
+        """Decompress, parse and ingest one body (a pool thread)."""
         try:
-            rejected, message = app.export(body, content_type)
+            body = _decompress(body, encoding, self.max_body)
+            rejected, message = self.app.ingest_body(body, content_type)
         except Refused as refused:
-            self._error(refused.status, str(refused), content_type,
-                        retry_after=refused.retry)
-            return
+            return _error(refused.status, str(refused), content_type, retry=refused.retry)
         except Exception as exc:  # noqa: BLE001 - answer, never crash the server
             _log.exception("otel-tooleval serve: export failed")
-            self._error(500, f"{type(exc).__name__}: {exc}", content_type)
-            return
+            return _error(500, f"{type(exc).__name__}: {exc}", content_type)
+        from .decoding import _response
+
         response = _response(rejected, message)
         if content_type == _JSON:
             from google.protobuf import json_format
 
-            self._reply(200, json.dumps(json_format.MessageToDict(response)).encode(), _JSON)
-        else:
-            self._reply(200, response.SerializeToString(), _PROTOBUF)
+            return _Answer(200, json.dumps(json_format.MessageToDict(response)).encode(), _JSON)
+        return _Answer(200, response.SerializeToString(), _PROTOBUF)
 
-    def _discard_body(self) -> None:
-        length = self.headers.get("Content-Length")
-        if length and length.isdigit() and int(length) <= self.server.app.options.max_body_bytes:
-            self.rfile.read(int(length))
-        else:
-            self.close_connection = True
+    def _log_refused(self, client: str, answer: _Answer) -> None:
+        # One line per rejected request; 429/503 are counted in /healthz (they come in floods).
+        if answer.status >= 400 and not answer.retry:
+            _log.warning("otel-tooleval serve: request from %s refused: %d %s", client,
+                         answer.status, _one_line(_message_of(answer)))
 
-    def _error(self, status: int, message: str, content_type: str, *,
-               retry_after: bool = False) -> None:
-        """An error answer as OTLP/HTTP specifies: a google.rpc.Status in the request's
-        encoding."""
-        from google.rpc import status_pb2
 
-        message = _one_line(message)
-        if not retry_after:   # one line per rejected request; 429/503 are counted in stats
-            _log.warning("otel-tooleval serve: request from %s refused: %d %s",
-                         self.client_address[0], status, message)
-        code = {400: 3, 413: 8, 429: 8, 503: 14}.get(status, 2)
-        if content_type == _JSON:
-            payload = json.dumps({"code": code, "message": message}).encode()
-        else:
-            payload = status_pb2.Status(code=code, message=message).SerializeToString()
-        headers = {"Retry-After": str(_RETRY_AFTER_SECONDS)} if retry_after else {}
-        self._reply(status, payload, content_type, headers)
+def _message_of(answer: _Answer) -> str:
+    if answer.content_type == _JSON:
+        try:
+            return str(json.loads(answer.payload).get("message", ""))
+        except ValueError:
+            return ""
+    from google.rpc import status_pb2
 
-    def _reply(self, status: int, payload: bytes, content_type: str,
-               headers: Mapping[str, str] | None = None) -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        if self.close_connection:
-            self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(payload)
+    return str(status_pb2.Status.FromString(answer.payload).message)
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return   # no access log on stderr
 
-    def log_error(self, format: str, *args: Any) -> None:
-        # http.server's own rejections (a bad request line, a header timeout): one line.
-        _log.info("otel-tooleval serve: connection from %s: %s", self.client_address[0],
-                  _one_line(format % args))
+async def _send(send: Any, answer: _Answer) -> None:
+    headers = [(b"Content-Type", answer.content_type.encode()),
+               (b"Content-Length", b"%d" % len(answer.payload))]
+    if answer.retry:
+        headers.append((b"Retry-After", b"%d" % _RETRY_AFTER_SECONDS))
+    if answer.close:
+        headers.append((b"Connection", b"close"))
+    if answer.challenge:
+        headers.append((HTTP_CHALLENGE[0].encode(), HTTP_CHALLENGE[1].encode()))
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": answer.payload})
+
+
+class HttpReceiver:
+    """A serving uvicorn in its own thread and event loop; ``close`` stops it within a bound."""
+
+    def __init__(self, app: ToolEvalServer, sock: socket.socket) -> None:
+        import uvicorn
+
+        from .http_connection import _connection_class, _Server
+
+        options = app.options
+        self.pool = ThreadPoolExecutor(max_workers=options.workers,
+                                       thread_name_prefix="otel-tooleval-http")
+        self.asgi = _OtlpHttpApp(app, self.pool)
+        self.config = uvicorn.Config(
+            self.asgi, http=_connection_class(options.read_timeout, options.max_connections,
+                                              lambda: app._count("refused_connections")),
+            ws="none", lifespan="off", interface="asgi3", log_config=None, access_log=False,
+            proxy_headers=False, server_header=False, backlog=options.backlog,
+            timeout_keep_alive=options.idle_timeout,  # type: ignore[arg-type]
+            h11_max_incomplete_event_size=_MAX_HEADER_BYTES, **uvicorn_ssl_options(app.tls))
+        self.server = _Server(self.config)
+        self.sock = sock
+        self.port = int(sock.getsockname()[1])
+        self._started = threading.Event()
+        self.server.on_started = self._started.set
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self._run, name="otel-tooleval-http",
+                                       daemon=True)
+
+    def start(self) -> None:
+        self.thread.start()
+        if not self._started.wait(30):
+            raise RuntimeError("the OTLP/HTTP receiver did not start")
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        try:
+            self.loop.run_until_complete(self.server.serve(sockets=[self.sock]))
+        finally:
+            self._started.set()   # start() does not wait for a server that failed
+            self.loop.close()
+
+    def begin_close(self, grace: float, hard: float) -> None:
+        """Stop accepting and close idle connections; requests in flight get ``grace``
+        seconds (see ``_Server``)."""
+        self.server.grace, self.server.hard = grace, hard
+        self.server.should_exit = True   # read by uvicorn's loop within 0.1 s
+
+    def wait_closed(self, timeout: float) -> bool:
+        self.thread.join(timeout)
+        self.pool.shutdown(wait=False)
+        return not self.thread.is_alive()
+
+
+def _listen(host: str, port: int, backlog: int) -> socket.socket:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(backlog)
+    except BaseException:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def start_http(app: ToolEvalServer, host: str, port: int) -> HttpReceiver:
+    """A serving HTTP receiver for ``app`` on ``host:port`` (``.port`` tells which).
+
+    Raises:
+        ListenError: the address cannot be bound.
+        RuntimeError: uvicorn is not installed.
+    """
+    try:
+        import uvicorn  # noqa: F401
+    except ImportError:
+        raise RuntimeError(MISSING_UVICORN) from None
+    try:
+        sock = _listen(host, port, app.options.backlog)
+    except OSError as exc:
+        raise ListenError(host, port, "--http", exc) from None
+    receiver = HttpReceiver(app, sock)
+    receiver.start()
+    return receiver

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import importlib.util
 import os
 import socket
 from collections.abc import Mapping
@@ -51,7 +52,7 @@ class ServeOptions:
     max_body_bytes: int = 20 * 1024 * 1024
     forward_timeout: float | None = None   # None: OTEL_EXPORTER_OTLP_(TRACES_)TIMEOUT, else 10 s
     shutdown_timeout: float = 30.0
-    read_timeout: float = 30.0   # HTTP: a request's headers and body, idle keep-alive included
+    read_timeout: float = 30.0   # HTTP: a request's headers and body, from its first byte
     workers: int = 8
     emit_telemetry: bool = True   # log events and metrics to the forward endpoint
     # TLS and authentication of both receivers (security.py, docs/serve.md)
@@ -61,6 +62,13 @@ class ServeOptions:
     bearer_token_file: str | None = None
     insecure_bind: bool = False   # listen beyond loopback without TLS and authentication
     forward_workers: int = 2   # sender threads, each with its own connection
+    # Connection limits (docs/serve.md, "Limits").
+    idle_timeout: float = 60.0   # an idle keep-alive HTTP connection; an idle gRPC connection
+    max_connections: int = 1024   # HTTP: beyond, each request is answered 503 + Retry-After
+    backlog: int = 2048   # listen backlog of the HTTP socket
+    max_inflight_bytes: int = 64 * 1024 * 1024   # HTTP bodies being read and decoded at once
+    max_concurrent_rpcs: int = 128   # gRPC: beyond, RESOURCE_EXHAUSTED
+    max_connection_age: float = 0.0   # gRPC: a connection is asked to go after this; 0: never
 
 
 
@@ -120,8 +128,19 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
                          "or set OTEL_EXPORTER_OTLP_ENDPOINT")
     if decision_wait < 0:
         raise ValueError("--decision-wait: must not be negative")
-    if extra.get("read_timeout", 1.0) <= 0:
-        raise ValueError("--read-timeout: must be more than 0 seconds")
+    for name in ("read_timeout", "idle_timeout"):
+        if extra.get(name, 1.0) <= 0:
+            raise ValueError(f"--{name.replace('_', '-')}: must be more than 0 seconds")
+    for name in ("max_connections", "backlog", "max_inflight_bytes", "max_concurrent_rpcs",
+                 "workers"):
+        if extra.get(name, 1) < 1:
+            raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
+    if extra.get("max_connection_age", 0.0) < 0:
+        raise ValueError("--max-connection-age: must not be negative (0: no limit)")
+    if http and importlib.util.find_spec("uvicorn") is None:
+        from .http_receiver import MISSING_UVICORN
+
+        raise ValueError(f"--http: {MISSING_UVICORN}")
     for flag, value in (("--grpc", grpc), ("--http", http)):
         if value:
             parse_address(value, 0)   # raises ValueError naming the address

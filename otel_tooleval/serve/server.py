@@ -17,7 +17,7 @@ from ..tail import TailGrader
 from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc
-from .http_receiver import start_http
+from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
 from .security import TokenStore, load_tls
 from .spans import _annotate, _encode_held, _Held
@@ -68,8 +68,7 @@ class ToolEvalServer:
         self.ready = False
         self.draining = False
         self._grpc_server: Any = None
-        self._http_server: Any = None
-        self._http_thread: threading.Thread | None = None
+        self._http: HttpReceiver | None = None
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._stopped = threading.Event()
@@ -124,19 +123,22 @@ class ToolEvalServer:
         self._grpc_server, self.grpc_port = start_grpc(self, host, port)
 
     def _start_http(self, host: str, port: int) -> None:
-        self._http_server, self._http_thread, self.http_port = start_http(self, host, port)
+        self._http = start_http(self, host, port)
+        self.http_port = self._http.port
 
-    def _close_listeners(self, grace: float = 5.0) -> None:
+    def _close_listeners(self, grace: float, deadline: float) -> None:
+        """Both receivers at once: no new connections, idle ones closed, requests in flight
+        given ``grace`` seconds, then cut unanswered (the senders retry them). Returns when
+        no receiver can ingest any more."""
+        http, self._http = self._http, None
+        if http is not None:
+            # Requests cut at ``grace`` whose bodies were already being decoded finish first.
+            http.begin_close(grace, hard=max(deadline - time.monotonic() - grace, 0.0))
         if self._grpc_server is not None:
             self._grpc_server.stop(grace).wait(grace + 1)
             self._grpc_server = None
-        if self._http_server is not None:
-            self._http_server.shutdown()
-            # Connections waiting for a request (idle keep-alive, a request half sent) are
-            # closed: nothing of theirs was accepted. Requests being answered finish.
-            self._http_server.close_waiting()
-            self._http_server.server_close()   # joins the request threads (block_on_close)
-            self._http_server = None
+        if http is not None:
+            http.wait_closed(max(deadline - time.monotonic(), 0.0) + 1.0)
 
     def stop(self, timeout: float | None = None) -> bool:
         """Stop accepting, decide and grade every open trace, forward everything, stop.
@@ -149,7 +151,9 @@ class ToolEvalServer:
         deadline = time.monotonic() + (self.options.shutdown_timeout if timeout is None
                                        else timeout)
         self.draining = True
-        self._close_listeners(grace=min(5.0, max(deadline - time.monotonic(), 0.0)))
+        # Requests in flight get up to 5 s, at most a third of the time: grading and
+        # forwarding what was answered 200 need the rest.
+        self._close_listeners(min(5.0, max(deadline - time.monotonic(), 0.0) / 3), deadline)
         graded = self.tail.shutdown(max(deadline - time.monotonic(), 0.0))
         forwarded = self.forwarder.drain(deadline)
         for provider in self._providers:
@@ -265,8 +269,29 @@ class ToolEvalServer:
         Raises:
             Refused: draining, full (retry), or a body that does not parse (bad request).
         """
+        self.admit()
+        return self.ingest_body(body, content_type)
+
+    def admit(self) -> None:
+        """Whether a request may be read at all: not while starting or draining (503), nor
+        while the buffers are full (429).
+
+        Raises:
+            Refused: with ``retry`` set.
+        """
         if self.draining or not self.ready:
             raise Refused("the server is shutting down", retry=True, status=503)
+        if self.full():
+            self._count("refused_full")
+            raise Refused("buffers are full; retry later", retry=True, status=429)
+
+    def ingest_body(self, body: bytes, content_type: str) -> tuple[int, str]:
+        """Parse and ingest a body that ``admit`` let in; a request that was being read when
+        draining began is taken (the listeners wait for it before the traces are decided).
+
+        Raises:
+            Refused: full (retry), or a body that does not parse (bad request).
+        """
         if self.full():
             self._count("refused_full")
             raise Refused("buffers are full; retry later", retry=True, status=429)

@@ -189,11 +189,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
         f.write(CONFIG)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    # serve's stderr goes to a file: a pipe nobody reads fills up and blocks its log lines.
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in the finally below
     serve = subprocess.Popen(
         [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", f.name,
          "--grpc", "off", "--http", f"127.0.0.1:{http_port}",
          "--forward", f"http://127.0.0.1:{sink_port}", "--decision-wait",
-         str(args.decision_wait)], env=env, stderr=subprocess.PIPE, text=True)
+         str(args.decision_wait), "--quiet"], env=env, stderr=log, text=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -204,7 +206,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 pass
             if time.monotonic() > deadline or serve.poll() is not None:
                 serve.kill()
-                raise SystemExit(f"serve did not start: {serve.communicate()[1]}")
+                serve.wait()
+                log.seek(0)
+                raise SystemExit(f"serve did not start: {log.read()}")
             time.sleep(0.1)
         print(f"serve pid {serve.pid}; {args.clients} sender processes; batches of "
               f"{args.batch} spans; decision wait {args.decision_wait:g} s")
@@ -265,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             serve.kill()
         sink.terminate()
+        log.close()
         os.unlink(f.name)
 
 
