@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
+import re
 import os
 import signal
 import subprocess
@@ -664,3 +665,17 @@ def test_stop_finishes_while_connections_wait(
         stopper.join(30)
     assert sorted(s["span_id"] for s in receiver.spans()) == sorted(
         f"{s.context.span_id:016x}" for s in spans)
+
+
+def test_the_readme_lists_every_serve_flag() -> None:
+    """Issue 16: the README's serve section documents every flag and limit with its default."""
+    from otel_tooleval.cli import _parser
+
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("Every flag of `serve`, with its default")
+    table = readme[start:readme.index("\n\n", readme.index("| flag | default", start))]
+    serve = _parser()._subparsers._group_actions[0].choices["serve"]  # type: ignore[union-attr]
+    flags = {o for action in serve._actions for o in action.option_strings if o.startswith("--")}
+    flags -= {"--help"}
+    listed = set(re.findall(r"`(--[a-z][a-z-]+)`", table))
+    assert flags == listed, (flags - listed, listed - flags)
