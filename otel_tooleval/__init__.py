@@ -16,12 +16,14 @@ _EXPORTS = {
     "AgentRun": ".model",
     "ConfigError": ".config",
     "GradeResult": ".model",
+    "GuardViolation": ".guard",
     "OTLPJsonFileExporter": ".file_exporter",
     "RunReport": ".model",
     "ToolCall": ".model",
     "ToolEvalConfig": ".config",
     "ToolEvalSpanExporter": ".exporter",
     "ToolEvalSpanProcessor": ".processor",
+    "check_call": ".live_guard",
     "grade_run": ".grading",
     "grade_spans": ".grading",
     "grader": ".graders.custom",
@@ -33,6 +35,7 @@ __all__ = [
     "AgentRun",
     "ConfigError",
     "GradeResult",
+    "GuardViolation",
     "OTLPJsonFileExporter",
     "RunReport",
     "ToolCall",
@@ -40,6 +43,7 @@ __all__ = [
     "ToolEvalSpanExporter",
     "ToolEvalSpanProcessor",
     "__version__",
+    "check_call",
     "grade_run",
     "grade_spans",
     "grader",
@@ -53,6 +57,8 @@ if TYPE_CHECKING:
     from .file_exporter import OTLPJsonFileExporter
     from .graders.custom import grader
     from .grading import grade_run, grade_spans
+    from .guard import GuardViolation
+    from .live_guard import check_call
     from .model import AgentRun, GradeResult, RunReport, ToolCall
     from .processor import ToolEvalSpanProcessor
     from .providers import install

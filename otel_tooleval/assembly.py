@@ -50,6 +50,7 @@ class TraceState:
         "done",
         "dropped_calls",
         "graded",
+        "guard",
         "had_runs",
         "models",
         "open",
@@ -81,6 +82,7 @@ class TraceState:
         self.graded: set[int] = set()          # run roots already handed to the grader
         self.run_roots: set[int] = set()       # framework spans to grade as runs when they end
         self.closed = False
+        self.guard: Any = None                 # live_guard.GuardTrace, with a guard: section
 
 
 @dataclass(slots=True)

@@ -43,6 +43,7 @@ from .graders.registry import (
     family_by_keys,
     problems_from_validation,
 )
+from .guard import GuardConfig
 from .mappings import ConventionEntry, compile_conventions
 from .trajectory import RunPolicy
 
@@ -51,6 +52,7 @@ __all__ = [
     "ConfiguredGrader",
     "EmitConfig",
     "GradingConfig",
+    "GuardConfig",
     "LimitsConfig",
     "RunsConfig",
     "ToolEvalConfig",
@@ -184,6 +186,7 @@ class _TopLevel(BaseModel):
     emit: EmitConfig = Field(default_factory=EmitConfig)
     grading: GradingConfig = Field(default_factory=GradingConfig)
     conventions: list[ConventionEntry] = Field(default_factory=list)
+    guard: GuardConfig | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +215,8 @@ class ToolEvalConfig:
     grading: GradingConfig = _DEFAULT_GRADING
     #: The document it was validated from (what a grading process loads again).
     document: Mapping[str, Any] | None = None
+    #: The live guard's rules (``guard:``; checked by ``ToolEvalSpanProcessor`` only).
+    guard: GuardConfig | None = None
 
 
 def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
@@ -305,7 +310,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(problems_from_validation(exc, model=_TopLevel))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig(),
-                                        grading=GradingConfig(), conventions=[])
+                                        grading=GradingConfig(), conventions=[], guard=None)
         if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
@@ -318,7 +323,8 @@ def config_from_mapping(data: Any, source: str | None = None, *,
     keyed: list[tuple[int | str, Any]] = (
         list(top.graders.items()) if isinstance(top.graders, Mapping)
         else list(enumerate(top.graders)))
-    if not keyed and not allow_no_graders:
+    guarded = top.guard is not None and top.guard.active   # a guard alone is a use
+    if not keyed and not allow_no_graders and not guarded:
         problems.append(Problem(("graders",), "no grader configured: add at least one "
                                 "(a config without graders would pass every run on nothing)"))
     for i, entry in keyed:
@@ -341,7 +347,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         conventions=compile_conventions(top.conventions),
     )
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
-                          top.grading, data)
+                          top.grading, data, guard=top.guard)
 
 
 def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None

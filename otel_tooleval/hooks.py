@@ -30,8 +30,10 @@ from typing import Any, NamedTuple, Protocol
 from opentelemetry.context import Context
 
 from ._compat import start_and_ending_hooks
-from .assembly import EndedRoot, RunJob, TraceBuffers
+from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
+from .live_guard import LiveGuard
+from .model import SpanRecord
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -48,12 +50,13 @@ class SpanHooks(NamedTuple):
 
 def span_hooks(buffers: TraceBuffers, downstream: Any,
                hand_over: Callable[[RunJob | EndedRoot], bool],
-               report: Callable[[str], None]) -> SpanHooks:
+               report: Callable[[str], None], guard: LiveGuard | None = None) -> SpanHooks:
     """Hooks that track every span in ``buffers`` and forward it to ``downstream``.
 
     ``hand_over`` takes an ended run root or local root; True when it holds the span (it is
     forwarded later, with its verdicts), False to forward it now. ``report`` logs a contained
-    failure, by where it happened.
+    failure, by where it happened. ``guard``: the live guard, handed every tool span as it
+    starts and ends (without one, the hooks do nothing more than a None check).
     """
     traces_get = buffers._traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
@@ -63,6 +66,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
               if buffers.policy.conventions is not None else None)
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
+    guard_start, guard_end = _guard_hooks(guard, traces_get, mapped, report)
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
@@ -79,6 +83,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 drop("max_spans_per_trace")
         except Exception:
             report("on_start")
+        if guard_start is not None:
+            guard_start(span)
         if forward_start is not None:
             try:
                 forward_start(span, parent_context=parent_context)
@@ -88,6 +94,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     def on_end(span: Any) -> None:
         # Records the ended span (SEMANTICS 1) and, when it ends a run root or a local root,
         # hands that over; one frame: the tracking is inline, not a call.
+        marked = None   # the guard's copy of a tool span, forwarded in its place
         try:
             ctx = span._context
             parent = span._parent
@@ -134,6 +141,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         state.bytes += size
                         kept.append(span if state.bytes <= max_bytes
                                     else buffers._stripped(state, span, attrs, size, kind))
+                    if guard_end is not None and kind & TOOL:
+                        try:
+                            marked = guard_end(state, span)
+                        except Exception:
+                            report("guard")
                 if parent is None or parent[2]:
                     # A local root: only marked closed here (see EndedRoot, TraceBuffers._close).
                     state.open_roots -= 1
@@ -148,11 +160,44 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             report("on_end")
         if downstream is not None:
             try:
-                downstream.on_end(span)
+                downstream.on_end(span if marked is None else marked)
             except Exception:
                 report("downstream.on_end")
 
     return SpanHooks(on_start, on_ending, on_end)
+
+
+def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None],
+                 mapped: Any, report: Callable[[str], None]
+                 ) -> tuple[Callable[[Any], None] | None, Callable[[TraceState, Any], Any] | None]:
+    """The guard's start hook (every span: a tool span is checked) and its end hook (tool
+    spans: the check put off, or a copy to forward), or (None, None) without a guard."""
+    if guard is None:
+        return None, None
+    started = guard.started
+
+    def guard_start(span: Any) -> None:
+        try:
+            attrs = span._attributes._dict
+            kind = span_kind(attrs)
+            if mapped is not None:
+                kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
+            if not kind & TOOL:
+                return
+            ctx = span._context
+            state = traces_get(ctx[0])
+            if state is None or state.closed:
+                return
+            parent = span._parent
+            scope = span._instrumentation_scope
+            started(state, span, SpanRecord(
+                ctx[0], ctx[1], parent[1] if parent is not None else 0, span._name,
+                span._start_time or 0, None, attrs, None,
+                parent is not None and parent[2], scope.name if scope is not None else "", ()))
+        except Exception:
+            report("guard")
+
+    return guard_start, guard.ended
 
 
 def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHooks:

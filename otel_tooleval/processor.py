@@ -27,7 +27,9 @@ from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
+from .guard import GuardRules, GuardViolation
 from .hooks import forwarding_hooks, span_hooks
+from .live_guard import LiveGuard
 from .model import GradeResult, RunReport, SpanRecord, Verdicts
 from .offload import GradingProcess, InFlight
 from .trajectory import run_from
@@ -54,11 +56,15 @@ class ToolEvalSpanProcessor(SpanProcessor):
         meter_provider: where the metrics go (default: the global one).
         logger_provider: where the log-based events go (default: the global one).
         on_report: called on the grading thread with each ``RunReport`` (errors are logged).
+        on_violation: called with each ``GuardViolation`` of the config's ``guard:`` rules, on
+            the application thread, inside the tool span's start (or end, see docs/guard.md):
+            keep it quick. Its exceptions are caught and logged once.
     """
 
     def __init__(self, config: Any = None, downstream: SpanProcessor | None = None, *,
                  meter_provider: Any = None, logger_provider: Any = None,
-                 on_report: Callable[[RunReport], None] | None = None) -> None:
+                 on_report: Callable[[RunReport], None] | None = None,
+                 on_violation: Callable[[GuardViolation], None] | None = None) -> None:
         self.config: ToolEvalConfig = load_config(config)
         self._downstream = downstream
         self._on_report = on_report
@@ -66,6 +72,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
+        self._guard = self._live_guard(on_violation)
         self._shutdown = False
         self._install_hooks()
         self._reported: dict[str, object] = {}
@@ -148,13 +155,25 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if self._shutdown:
             hooks = forwarding_hooks(self._downstream, self._report)
         else:
-            hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report)
+            hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report,
+                               self._guard)
         self._hooks = hooks
         own = type(self)
         for name, hook in (("on_start", hooks.on_start), ("_on_ending", hooks.on_ending),
                            ("on_end", hooks.on_end)):
             if getattr(own, name) is getattr(ToolEvalSpanProcessor, name):
                 setattr(self, name, hook)
+
+    def _live_guard(self, on_violation: Callable[[GuardViolation], None] | None
+                    ) -> LiveGuard | None:
+        """The guard of the config's ``guard:`` rules (None without rules)."""
+        guard = self.config.guard
+        if guard is None or not guard.active:
+            return None
+        metrics = self._metrics
+        return LiveGuard(GuardRules(guard), self._buffers,
+                         count=(lambda v: metrics.guard(v.rule, v.tool)) if metrics else None,
+                         on_violation=on_violation, report=self._report)
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
         self._hooks.on_start(span, parent_context)
@@ -473,6 +492,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         deadline = time.monotonic() + timeout_millis / 1000
         self._shutdown = True
         self._install_hooks()   # forwarding only from now on
+        if self._guard is not None:
+            self._guard.close()
         ok = False
         try:
             self._buffers.clear("shutdown")

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .config import EmitConfig, GradingConfig, LimitsConfig, RunsConfig
+from .config import EmitConfig, GradingConfig, GuardConfig, LimitsConfig, RunsConfig
 from .graders.registry import GraderFamily, families
 from .mappings import ConventionEntry
 
@@ -62,7 +62,7 @@ def config_schema() -> dict[str, Any]:
     entries = [s for f in families() if (s := entry_schema(f, defs)) is not None]
     sections = {}
     for key, model in (("runs", RunsConfig), ("limits", LimitsConfig), ("emit", EmitConfig),
-                       ("grading", GradingConfig)):
+                       ("grading", GradingConfig), ("guard", GuardConfig)):
         sections[key] = _prefixed(model.model_json_schema(), f"{key}.", defs)
     sections["conventions"] = _prefixed(
         TypeAdapter(list[ConventionEntry]).json_schema(), "conventions.", defs)
@@ -74,7 +74,7 @@ def config_schema() -> dict[str, Any]:
         "title": "otel-tooleval configuration",
         "type": "object",
         "additionalProperties": False,
-        "required": ["graders"],
+        "anyOf": [{"required": ["graders"]}, {"required": ["guard"]}],
         "properties": {
             "graders": {"type": "array", "items": {"anyOf": entries}, "minItems": 1,
                         "description": "graders, each in the shape of its seed tool "

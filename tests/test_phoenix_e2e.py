@@ -323,3 +323,61 @@ def test_failing_trace_in_phoenix_ui(exports: Callable[[str], Export], phoenix: 
     if os.environ.get("TOOLEVAL_UPDATE_DOCS_IMAGE"):
         DOCS_IMAGE.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shot, DOCS_IMAGE)
+
+
+# --------------------------------------------------------------- the live guard's marks
+
+
+GUARD = {"guard": {"disallowed": [{"name": "^read_file$", "path": r"\.env$"}],
+                   "max_calls_per_tool": {"web_search": 1}}}
+
+
+def test_phoenix_finds_the_guarded_calls_by_attribute(phoenix: PhoenixServer) -> None:
+    """The guard's marks on the offending tool spans reach Phoenix over OTLP/HTTP, and its
+    attribute filter finds exactly those spans."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from otel_tooleval import GuardViolation, ToolEvalSpanProcessor
+
+    project = "tooleval-e2e-guard"
+    seen: list[GuardViolation] = []
+    exporter = OTLPSpanExporter(endpoint=phoenix.otlp_endpoint("http/protobuf") + "/v1/traces")
+    processor = ToolEvalSpanProcessor(GUARD, downstream=BatchSpanProcessor(exporter),
+                                      on_violation=seen.append)
+    provider = TracerProvider(resource=Resource.create(
+        {"openinference.project.name": project, "service.name": "guard-e2e"}))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("tooleval-e2e")
+    calls = [("web_search", '{"query": "hotels"}'), ("read_file", '{"path": "app/.env"}'),
+             ("web_search", '{"query": "flights"}'), ("read_file", '{"path": "notes.md"}')]
+    with tracer.start_as_current_span("invoke_agent travel_agent", attributes={
+            "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "travel_agent"}) as root:
+        for i, (name, args) in enumerate(calls):
+            with tracer.start_as_current_span(f"execute_tool {name}", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name,
+                    "gen_ai.tool.call.id": f"call_{i}", "gen_ai.tool.call.arguments": args}):
+                pass
+    trace_id = format(root.get_span_context().trace_id, "032x")
+    assert provider.force_flush(30_000)
+    provider.shutdown()
+    assert [(v.tool, v.rule) for v in seen] == [("read_file", "disallowed"),
+                                                ("web_search", "max_calls_per_tool")]
+
+    def stored() -> list[dict[str, Any]] | None:
+        spans = phoenix.spans(project, trace_id=[trace_id])
+        return spans if len(spans) == 1 + len(calls) else None
+
+    spans = wait_for(stored, timeout=60, what=f"spans of {project} in Phoenix")
+    marked = {span["attributes"]["gen_ai.tool.call.id"]: span["attributes"]
+              for span in spans if span["attributes"].get("tooleval.guard.violation") is True}
+    assert sorted(marked) == ["call_1", "call_2"], spans
+    assert marked["call_1"]["tooleval.guard.rule"] == "disallowed"
+    assert marked["call_2"]["tooleval.guard.rule"] == "max_calls_per_tool"
+    for call_id in marked:
+        [span] = [s for s in spans if s["attributes"].get("gen_ai.tool.call.id") == call_id]
+        assert [e["name"] for e in span["events"]] == ["tooleval.guard.violation"], span
+    rest = phoenix.spans(project, attribute="tooleval.guard.violation:true")
+    assert sorted(s["attributes"]["gen_ai.tool.call.id"] for s in rest) == ["call_1", "call_2"]

@@ -34,6 +34,9 @@ class VerdictMetrics:
             "tooleval.tool_selection.false_positives", unit="{call}")
         self.false_negatives = meter.create_counter(
             "tooleval.tool_selection.false_negatives", unit="{call}")
+        self.guard_violations = meter.create_counter(
+            "tooleval.guard.violations", unit="{call}",
+            description="Tool calls that broke a guard rule, by rule and tool")
 
     def record(self, report: Verdicts) -> None:
         agent = report.agent
@@ -57,3 +60,7 @@ class VerdictMetrics:
 
     def drop(self, reason: str, n: int = 1) -> None:
         self.dropped.add(n, {"reason": reason})
+
+    def guard(self, rule: str, tool: str) -> None:
+        """A tool call that broke the guard's ``rule`` (``tooleval.guard.rule``)."""
+        self.guard_violations.add(1, {"tooleval.guard.rule": rule, "gen_ai.tool.name": tool})

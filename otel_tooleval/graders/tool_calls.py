@@ -32,7 +32,7 @@ from .registry import (
     register,
 )
 
-__all__ = ["ToolCallsGrader", "ToolCallsParams", "ToolMatch"]
+__all__ = ["Matcher", "SequenceMatch", "ToolCallsGrader", "ToolCallsParams", "ToolMatch"]
 
 TYPE = "tool-calls"
 
@@ -194,6 +194,10 @@ class _Matcher:
             if text is None or not matches(self.result, text):
                 return False
         return True
+
+
+#: A compiled entry, for other users of the same matching (the live guard's ``disallowed``).
+Matcher = _Matcher
 
 
 #: Tool names whose matchers a grader remembers at most: beyond this, names are searched

@@ -18,6 +18,14 @@ Three processors replay the same events, alternating, ``--repeats`` times each:
 * forward:  the least a wrapper can do: forward every hook to the null one inside try/except;
 * tooleval: ``ToolEvalSpanProcessor(bench_overhead.CONFIG, downstream=null)``.
 
+With ``--guard``, two more replay the same events: ``guard-names``, the same processor with a
+``guard:`` section of name rules only (``disallowed`` names, ``allowed``, ``max_calls``,
+``max_calls_per_tool``), and ``guard-all``, which adds the rules that read arguments (a
+``disallowed`` entry with a ``command`` condition and ``max_repeats``, so every call's
+arguments are decoded on the application thread). No call breaks a rule (the usual case).
+Their cost per tool span, ``(guard - tooleval) x spans / tool spans``, is printed after the
+table: the guard's work happens only for tool spans, plus a kind test at every span's start.
+
 Grading does not run: the tooleval side gets a stand-in for its grading thread and an unbounded
 queue, so an ended root is queued as usual (the queue is emptied between replays). The figure is
 the median over the repeats, in microseconds per span; ``tooleval - null`` is the hooks' cost.
@@ -101,8 +109,19 @@ def capture(calls: int, spans: int) -> list[Event]:
     return recorder.events
 
 
-def tooleval(downstream: SpanProcessor) -> ToolEvalSpanProcessor:
-    processor = ToolEvalSpanProcessor(CONFIG, downstream=downstream)
+_NAMES = ["read_file", "search", "write_file", "run_tests", "bash"]
+GUARD_NAMES: dict[str, Any] = {
+    "disallowed": ["^delete_", "^drop_"], "allowed": _NAMES, "max_calls": 100_000,
+    "max_calls_per_tool": {"bash": 100_000}}
+GUARD_ALL: dict[str, Any] = {
+    **GUARD_NAMES, "disallowed": ["^delete_", {"name": "^bash$", "command": "rm -rf"}],
+    "max_repeats": 100_000}
+
+
+def tooleval(downstream: SpanProcessor, guard: dict[str, Any] | None = None
+             ) -> ToolEvalSpanProcessor:
+    config = CONFIG if guard is None else {**CONFIG, "guard": guard}
+    processor = ToolEvalSpanProcessor(config, downstream=downstream)
     processor._worker = object()       # type: ignore[assignment]  # queued roots stay queued
     processor._queue_limit = 1 << 62
     return processor
@@ -119,13 +138,17 @@ def replay(processor: SpanProcessor, events: list[Event]) -> None:
             start(span, parent_context=None)
 
 
-def measure(events: list[Event], repeats: int) -> dict[str, float]:
+def measure(events: list[Event], repeats: int, guard: bool = False) -> dict[str, float]:
     """Median us per span of each processor over ``repeats`` alternating replays."""
     null = Null()
     processors: dict[str, SpanProcessor] = {
         "null": null, "forward": Forward(null), "tooleval": tooleval(null)}
+    if guard:
+        processors["guard-names"] = tooleval(null, GUARD_NAMES)
+        processors["guard-all"] = tooleval(null, GUARD_ALL)
     resets: dict[str, Callable[[], None]] = {
-        "tooleval": processors["tooleval"]._queue.clear}  # type: ignore[attr-defined]
+        name: p._queue.clear for name, p in processors.items()   # type: ignore[attr-defined]
+        if isinstance(p, ToolEvalSpanProcessor)}
     spans = len(events) // 2
     samples: dict[str, list[float]] = {name: [] for name in processors}
     gc_was_enabled = gc.isenabled()
@@ -141,10 +164,11 @@ def measure(events: list[Event], repeats: int) -> dict[str, float]:
     finally:
         if gc_was_enabled:
             gc.enable()
-    stand_in = processors["tooleval"]
-    stand_in._queue.clear()                                  # type: ignore[attr-defined]
-    stand_in._worker = None                                  # type: ignore[attr-defined]
-    stand_in.shutdown(0)
+    for stand_in in processors.values():
+        if isinstance(stand_in, ToolEvalSpanProcessor):
+            stand_in._queue.clear()
+            stand_in._worker = None
+            stand_in.shutdown(0)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -156,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
                         help="spans replayed per measurement (default: 3000)")
     parser.add_argument("--repeats", type=int, default=21,
                         help="replays per processor, alternating (default: 21)")
+    parser.add_argument("--guard", action="store_true",
+                        help="also replay with guard: rules (name rules; all rules)")
     args = parser.parse_args(argv)
     sizes = [int(c) for c in args.calls.split(",") if c]
 
@@ -167,11 +193,20 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
     results: dict[int, dict[str, float]] = {}
     for calls in sizes:
         events = capture(calls, args.spans)
-        figures = measure(events, args.repeats)
+        figures = measure(events, args.repeats, args.guard)
         results[calls] = figures
         print(f"{calls:>5}  {len(events) // 2:>6}  {figures['null']:>7.3f}  "
               f"{figures['forward']:>7.3f}  {figures['tooleval']:>8.3f}  "
               f"{figures['tooleval'] - figures['null']:>15.3f}")
+    if args.guard:
+        print("\nguard: extra us per tool span (and per span), against tooleval without it")
+        for calls, figures in results.items():
+            spans = Workload(calls, 5).spans_per_run
+            for name in ("guard-names", "guard-all"):
+                extra = figures[name] - figures["tooleval"]
+                print(f"{calls:>5} calls  {name:<11}  {extra * spans / calls:>7.3f} per tool span"
+                      f"  ({extra:.3f} per span; tooleval {figures['tooleval']:.3f} -> "
+                      f"{figures[name]:.3f})")
     return results
 
 

@@ -1,0 +1,275 @@
+"""The guard in the live processor: tool calls checked as their spans start, and ``check_call``.
+
+``ToolEvalSpanProcessor`` builds a ``LiveGuard`` when the config has a ``guard:`` section; its
+hooks (``hooks.py``) hand it every tool span as it starts and ends, on the application thread.
+
+What the guard sees when a tool span starts is what the framework set by then: the tool name
+(when the span is recognisable as a tool call at all) and, for some frameworks only, the
+arguments. Arguments known at start: every rule is checked then. Not known: the name rules
+(``disallowed`` entries without conditions, ``allowed``, ``max_calls``,
+``max_calls_per_tool``) are checked at start, the argument rules (``disallowed`` entries with
+conditions, ``max_repeats``) when the span ends, and a violation found then is carried by the
+copy of the span that is forwarded. A span recognisable as a tool call only at its end is
+checked whole at its end. Calls are counted per run: the outermost agent span above the call
+that was open when it started (else the trace's local tree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from opentelemetry import trace
+
+from ._compat import copy_with, record_from_span
+from .assembly import TraceBuffers, TraceState
+from .conventions.calls import tool_call
+from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
+from .model import SpanRecord, ToolCall
+
+__all__ = ["EVENT", "RULE", "VIOLATION", "GuardTrace", "LiveGuard", "check_call"]
+
+_log = logging.getLogger(__name__)
+
+VIOLATION = "tooleval.guard.violation"
+RULE = "tooleval.guard.rule"
+EVENT = "tooleval.guard.violation"
+EXPLANATION = "tooleval.guard.explanation"
+
+# Bounds per trace: parent spans whose run is remembered, runs counted.
+_MAX_REMEMBERED_PARENTS = 4096
+_MAX_RUNS_PER_TRACE = 1024
+
+#: Every live guard, for ``check_call``.
+_GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
+
+
+class GuardTrace:
+    """The guard's part of one trace's state (``TraceState.guard``)."""
+
+    __slots__ = ("run_of", "runs", "seen")
+
+    def __init__(self) -> None:
+        self.runs: dict[int, GuardRun] = {}      # run key (agent span id, 0) -> counts
+        self.run_of: dict[int, int] = {}         # parent span id -> run key
+        # Open tool spans checked at start: span id -> (run key, name, arguments put off,
+        # violation found at start).
+        self.seen: dict[int, tuple[int, str, bool, GuardViolation | None]] = {}
+
+
+class LiveGuard:
+    """Checks the tool spans of a processor's traces against ``rules``."""
+
+    def __init__(self, rules: GuardRules, buffers: TraceBuffers, *,
+                 count: Callable[[GuardViolation], None] | None,
+                 on_violation: Callable[[GuardViolation], None] | None,
+                 report: Callable[[str], None]) -> None:
+        self.rules = rules
+        self.buffers = buffers
+        self._count = count
+        self._on_violation = on_violation
+        self._report = report
+        self._lock = threading.Lock()
+        self.violations = 0
+        _GUARDS.add(self)
+
+    def close(self) -> None:
+        """Stop answering ``check_call`` (the processor shut down)."""
+        _GUARDS.discard(self)
+
+    # -- application thread (hooks.py) ---------------------------------------------------------
+
+    def started(self, state: TraceState, span: Any, record: SpanRecord) -> None:
+        """A tool span started: check it and mark it when it breaks a rule."""
+        call = self._call(record, True)
+        if call is None:
+            return
+        rules = self.rules
+        name = call.name
+        args = UNKNOWN
+        if rules.reads_arguments and call.raw_arguments is not None:
+            args = call.arguments
+        guard = self._trace(state)
+        key = self._run_key(state, guard, record.parent_id)
+        found = rules.check(self._run(guard, key), name, args)
+        if found is None:
+            guard.seen[record.span_id] = (key, name, rules.reads_arguments and args is UNKNOWN,
+                                          None)
+        else:
+            found = dataclasses.replace(found, trace_id=record.trace_id, span_id=record.span_id)
+            guard.seen[record.span_id] = (key, name, False, found)
+            span.set_attributes({VIOLATION: True, RULE: found.rule})
+            span.add_event(EVENT, _event_attributes(found))
+            self._notify(found)
+
+    def ended(self, state: TraceState, span: Any) -> Any:
+        """A tool span ended: the rules put off at its start (or all of them, when it was not
+        recognisable as a tool call then). A copy of the span that carries the violation, or
+        None to forward the span as it is."""
+        guard = state.guard
+        entry = guard.seen.pop(span.context.span_id, None) if guard is not None else None
+        if entry is not None and not entry[2]:
+            return None   # checked whole at start
+        record = record_from_span(span)
+        call = self._call(record, False)
+        if call is None:
+            return None
+        rules = self.rules
+        if guard is None:
+            guard = self._trace(state)
+        if entry is None:
+            key = self._run_key(state, guard, record.parent_id)
+            args = call.arguments if rules.reads_arguments and call.raw_arguments is not None \
+                else UNKNOWN
+            found = rules.check(self._run(guard, key), call.name, args)
+        elif call.raw_arguments is None:
+            return None   # never recorded: the argument rules cannot apply
+        else:
+            found = rules.check_arguments(self._run(guard, entry[0]), call.name, call.arguments)
+        if found is None:
+            return None
+        found = dataclasses.replace(found, trace_id=record.trace_id, span_id=record.span_id,
+                                    at="end")
+        self._notify(found)
+        end = record.end_ns or 0
+        return copy_with(span, {VIOLATION: True, RULE: found.rule},
+                         [(EVENT, _event_attributes(found), end)])
+
+    # -- check_call ------------------------------------------------------------------------------
+
+    def query(self, trace_id: int, span_id: int, name: str,
+              arguments: Any) -> GuardViolation | None:
+        """The violation of a call ``name(arguments)`` made now from the span ``span_id``,
+        without counting it. From inside the call's own tool span: what its start found."""
+        rules = self.rules
+        args = UNKNOWN if arguments is None else arguments
+        state = self.buffers._traces.get(trace_id)
+        guard = state.guard if state is not None and not state.closed else None
+        entry = guard.seen.get(span_id) if guard is not None else None
+        found: GuardViolation | None
+        if entry is not None:
+            key, _, put_off, found = entry
+            if found is not None or not put_off or args is UNKNOWN:
+                return found
+            found = rules.check_arguments(self._run(guard, key), name, args,   # type: ignore[arg-type]
+                                          record=False)
+        else:
+            run = GuardRun()
+            if state is not None and guard is not None:
+                run = guard.runs.get(self._run_key(state, guard, span_id), run)
+            found = rules.check(run, name, args, record=False)
+        if found is None:
+            return None
+        return dataclasses.replace(found, trace_id=trace_id, at="check")
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _call(self, record: SpanRecord, pending: bool) -> ToolCall | None:
+        """The call a tool span records, as grading reads it (the config's ``conventions:``
+        mapping first); None for no call, or a tool of ``runs.ignore_tools``."""
+        policy = self.buffers.policy
+        row = None
+        mapped = policy.conventions
+        if mapped is not None and (entry := mapped.matches(record)) is not None:
+            if entry.tool is None:
+                return None
+            row = entry.tool
+        call = tool_call(record, 0, 0, pending, (), row)
+        if call is None or (policy.ignore_tools and policy.ignores(call.name)):
+            return None
+        return call
+
+    def _trace(self, state: TraceState) -> GuardTrace:
+        guard: GuardTrace | None = state.guard
+        if guard is None:
+            with self._lock:
+                guard = state.guard
+                if guard is None:
+                    guard = state.guard = GuardTrace()
+        return guard
+
+    def _run(self, guard: GuardTrace, key: int) -> GuardRun:
+        run = guard.runs.get(key)
+        if run is None:
+            runs = guard.runs
+            if len(runs) >= _MAX_RUNS_PER_TRACE:
+                runs.pop(next(iter(runs)), None)   # the oldest run of a long-lived trace
+            run = runs.setdefault(key, GuardRun())
+        return run
+
+    def _run_key(self, state: TraceState, guard: GuardTrace, parent_id: int) -> int:
+        """The run a call below ``parent_id`` counts in: the outermost agent span open above
+        it (the nearest with ``runs.nested_agents: separate``), else 0 (the local tree)."""
+        key = guard.run_of.get(parent_id)
+        if key is not None:
+            return key
+        policy = self.buffers.policy
+        nearest = policy.nested_agents == "separate"
+        key = 0
+        pid = parent_id
+        while pid:
+            ancestor = state.open.get(pid)
+            if ancestor is None:
+                break
+            scope = ancestor.instrumentation_scope
+            if policy.is_agent(ancestor.attributes or {}, ancestor.name,
+                               scope.name if scope is not None else ""):
+                key = pid
+                if nearest:
+                    break
+            pid = state.parents.get(pid, 0)
+        if len(guard.run_of) < _MAX_REMEMBERED_PARENTS:
+            guard.run_of[parent_id] = key
+        return key
+
+    def _notify(self, found: GuardViolation) -> None:
+        self.violations += 1
+        if self._count is not None:
+            try:
+                self._count(found)
+            except Exception:
+                self._report("metrics")
+        if self._on_violation is not None:
+            try:
+                self._on_violation(found)
+            except Exception:
+                self._report("on_violation callback")
+
+
+def _event_attributes(found: GuardViolation) -> dict[str, Any]:
+    attrs: dict[str, Any] = {RULE: found.rule, "gen_ai.tool.name": found.tool,
+                             EXPLANATION: found.explanation}
+    if found.entry is not None:
+        attrs["tooleval.guard.entry"] = found.entry
+    if found.limit is not None:
+        attrs["tooleval.guard.limit"] = found.limit
+        attrs["tooleval.guard.count"] = found.count
+    return attrs
+
+
+def check_call(name: str, arguments: Any = None) -> GuardViolation | None:
+    """The guard rule a tool call ``name(arguments)`` would break in the run in the current
+    context, or None: for a framework's before-tool hook, which can then refuse the call.
+
+    ``arguments``: a mapping, JSON text, or None (only the rules that need no arguments are
+    checked). The run is the one of the current span (an agent span, a model-call span, or the
+    call's own tool span: then the answer is what the guard found when that span started).
+    Nothing is counted or marked here: the call is, when its tool span starts. With no guard
+    configured, no current span, or a failure inside the guard, the answer is None (the guard
+    never breaks the application).
+    """
+    try:
+        context = trace.get_current_span().get_span_context()
+        if not context.is_valid:
+            return None
+        for guard in list(_GUARDS):
+            found = guard.query(context.trace_id, context.span_id, name, arguments)
+            if found is not None:
+                return found
+    except Exception:
+        _log.debug("otel-tooleval: check_call failed", exc_info=True)
+    return None
