@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from ..graders.registry import Grader
 from ..model import AgentRun, GradeResult
+
+if TYPE_CHECKING:
+    from ..graders.registry import Grader
 
 __all__ = ["RUN_COUNT_MISMATCH", "SessionGrader", "TurnsGrader"]
 
