@@ -52,6 +52,10 @@ class TurnsGrader:
         self.turns = tuple(turns)
         self.what = what
         self.pass_threshold = pass_threshold
+        # What ``check`` prints: each turn's resolved entry.
+        self.params = {"turns": [getattr(t, "params", None) or getattr(t, "spec", None)
+                                 for t in self.turns],
+                       "pass_threshold": pass_threshold}
 
     def grade(self, run: AgentRun) -> GradeResult:
         """A single run graded alone: a session of one run."""
