@@ -178,8 +178,9 @@ class _ConfigErrors:
             self.count += 1
             self.names.add(result.name)
             if self.first is None:
-                self.first = ((0, 0, 0), f"the first in session {report.key.value}: "
-                                         f"{result.name}: {result.explanation}")
+                where = (f"the first in session {report.key.value}: {result.name}: "
+                         f"{result.explanation}")
+                self.first = ((0, 0, 0), where)
 
     def __str__(self) -> str:
         """One line on them, or ''."""

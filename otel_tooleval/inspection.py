@@ -25,8 +25,8 @@ from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .conventions.calls import tool_row
 from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
-from .suggestion import SpanShapes, suggest_conventions
 from .sessions.keys import session_key
+from .suggestion import SpanShapes, suggest_conventions
 from .trajectory import build_run, find_runs
 
 __all__ = ["CANDIDATE_PATTERNS", "InspectedRun", "Inspection", "KeyCensus", "Unrecognised",

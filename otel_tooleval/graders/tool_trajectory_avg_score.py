@@ -35,8 +35,8 @@ from ..sessions.turns import TurnsGrader
 from .registry import (
     BuildContext,
     ConfigProblems,
-    GraderFamily,
     Grader,
+    GraderFamily,
     Problem,
     params_of,
     register,

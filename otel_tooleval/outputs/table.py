@@ -72,9 +72,9 @@ class TableWriter(ReportWriter):
               problems: Sequence[str] = ()) -> None:
         out.writelines(f"{_run_number(i, self.paint)}{text}\n\n"
                        for i, (_key, text) in enumerate(self.spool))
-        for i, session in enumerate(self.sessions or ()):
-            out.write(f"{self.paint(f'session {i + 1}', 'bold')}"
-                      f"{_session_text(session, self.paint)}\n\n")
+        out.writelines(f"{self.paint(f'session {i + 1}', 'bold')}"
+                       f"{_session_text(session, self.paint)}\n\n"
+                       for i, session in enumerate(self.sessions or ()))
         out.write(_closing(self.runs, self.failed, aggregate, problems, self.paint))
 
 
