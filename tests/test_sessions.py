@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
 import tracemalloc
@@ -405,3 +407,12 @@ def test_a_config_with_session_graders_only_loads() -> None:
     cfg = load_config({"sessions": {"graders": [{"type": "tool-call-order",
                                                  "tool_calls_order": ["a"]}]}})
     assert not cfg.graders and len(cfg.session_graders) == 1
+
+
+def test_the_docs_example_runs(tmp_path: Path) -> None:
+    page = (Path(__file__).parent.parent / "docs" / "sessions.md").read_text()
+    (tmp_path / "example.py").write_text(page.split("```python\n", 1)[1].split("```", 1)[0])
+    done = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["conv-42", "False", "False", "3"]
