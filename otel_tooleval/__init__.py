@@ -18,6 +18,7 @@ _EXPORTS = {
     "GradeResult": ".model",
     "OTLPJsonFileExporter": ".file_exporter",
     "RunReport": ".model",
+    "SessionReport": ".sessions.model",
     "ToolCall": ".model",
     "ToolEvalConfig": ".config",
     "ToolEvalSpanExporter": ".exporter",
@@ -35,6 +36,7 @@ __all__ = [
     "GradeResult",
     "OTLPJsonFileExporter",
     "RunReport",
+    "SessionReport",
     "ToolCall",
     "ToolEvalConfig",
     "ToolEvalSpanExporter",
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
     from .model import AgentRun, GradeResult, RunReport, ToolCall
     from .processor import ToolEvalSpanProcessor
     from .providers import install
+    from .sessions.model import SessionReport
 
 
 def __getattr__(name: str) -> Any:
