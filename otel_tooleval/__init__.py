@@ -19,6 +19,7 @@ _EXPORTS = {
     "GuardViolation": ".guard",
     "OTLPJsonFileExporter": ".file_exporter",
     "RunReport": ".model",
+    "SessionReport": ".sessions.model",
     "ToolCall": ".model",
     "ToolEvalConfig": ".config",
     "ToolEvalSpanExporter": ".exporter",
@@ -38,6 +39,7 @@ __all__ = [
     "GuardViolation",
     "OTLPJsonFileExporter",
     "RunReport",
+    "SessionReport",
     "ToolCall",
     "ToolEvalConfig",
     "ToolEvalSpanExporter",
@@ -62,6 +64,7 @@ if TYPE_CHECKING:
     from .model import AgentRun, GradeResult, RunReport, ToolCall
     from .processor import ToolEvalSpanProcessor
     from .providers import install
+    from .sessions.model import SessionReport
 
 
 def __getattr__(name: str) -> Any:

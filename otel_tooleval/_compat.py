@@ -346,3 +346,27 @@ def wrap_export_processors(provider: Any, wrap: Callable[[SpanProcessor], SpanPr
         count = sum(a is not b for a, b in zip(wrapped, multi._span_processors))
         multi._span_processors = wrapped
     return count
+
+
+def new_span(name: str, context: Any, *, resource: Any, attributes: Mapping[str, Any],
+             events: Sequence[tuple[str, Mapping[str, Any], int]],
+             links: Sequence[tuple[int, int, Mapping[str, Any]]], start_time: int,
+             end_time: int, scope: Any = None) -> ReadableSpan:
+    """A finished span of our own (a session's span): a new root, linked to ``links``
+    (trace id, span id, attributes), never passed through a tracer."""
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
+
+    return ReadableSpan(
+        name=name,
+        context=context,
+        parent=None,
+        resource=resource,
+        attributes=_frozen_attributes(attributes),
+        events=tuple(Event(n, _event_attributes(a), ts) for n, a, ts in events),
+        links=tuple(Link(SpanContext(tid, sid, is_remote=True,
+                                     trace_flags=TraceFlags(TraceFlags.SAMPLED)), dict(a))
+                    for tid, sid, a in links),
+        start_time=start_time,
+        end_time=end_time,
+        instrumentation_scope=scope,
+    )

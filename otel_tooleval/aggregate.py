@@ -175,8 +175,12 @@ def aggregate(reports: Sequence[RunReport], config: ToolEvalConfig, *,
 
 
 def aggregate_passed(doc: Mapping[str, Any]) -> bool:
-    """Every run passed, and every aggregate gate (overall, or in every group) holds."""
+    """Every run and every session passed, and every aggregate gate (overall, or in every
+    group) holds."""
     if doc.get("failed"):
+        return False
+    sessions = doc.get("sessions")
+    if isinstance(sessions, Mapping) and sessions.get("failed"):
         return False
     scopes = list(doc.get("groups", {}).values()) if "groups" in doc else [doc]
     for scope in scopes:

@@ -20,6 +20,7 @@ from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 if TYPE_CHECKING:
     from .outputs.stream import ReportWriter
+    from .sessions.model import SessionReport
 
 __all__ = ["main"]
 
@@ -48,6 +49,12 @@ def _check(args: argparse.Namespace) -> int:
     }
     for section in SECTIONS:   # every other section, defaults filled in
         doc[section] = getattr(config, section).model_dump(mode="json")
+    if config.session_graders:
+        sessions = config.sessions.model_dump(mode="json", exclude={"graders"})
+        sessions["graders"] = [{"name": g.name, "type": g.type,
+                                "agents": sorted(g.agents) if g.agents else None,
+                                "params": _params(g.grader)} for g in config.session_graders]
+        doc["sessions"] = sessions
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
     print(f"{args.config}: {len(config.graders)} grader(s), valid.", file=sys.stderr)
@@ -88,6 +95,10 @@ def _grade(args: argparse.Namespace) -> int:
         except InputError as exc:
             print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
+        if config.session_graders:
+            writer.add_sessions(outcome.sessions)
+            for session in outcome.sessions:
+                broken.add_session(session)
         if args.output:
             try:
                 with open(args.output, "w", encoding="utf-8") as fh:
@@ -159,6 +170,17 @@ class _ConfigErrors:
                 where = (f"the first in trace {report.run.trace_id_hex} root "
                          f"{report.run.root_span_id_hex}: {result.name}: {result.explanation}")
                 self.first = (key, where)
+
+    def add_session(self, report: SessionReport) -> None:
+        for result in report.results:
+            if result.error != CONFIGURATION_ERROR:
+                continue
+            self.count += 1
+            self.names.add(result.name)
+            if self.first is None:
+                where = (f"the first in session {report.key.value}: {result.name}: "
+                         f"{result.explanation}")
+                self.first = ((0, 0, 0), where)
 
     def __str__(self) -> str:
         """One line on them, or ''."""

@@ -7,6 +7,7 @@ problem in the whole file is collected and reported at once, each with its locat
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import warnings
@@ -45,6 +46,8 @@ from .graders.registry import (
 )
 from .guard import GuardConfig
 from .mappings import ConventionEntry, compile_conventions
+from .sessions.settings import SessionsConfig
+from .sessions.turns import TurnsGrader
 from .trajectory import RunPolicy
 
 __all__ = [
@@ -55,6 +58,7 @@ __all__ = [
     "GuardConfig",
     "LimitsConfig",
     "RunsConfig",
+    "SessionsConfig",
     "ToolEvalConfig",
     "load_config",
     "load_config_file",
@@ -187,6 +191,10 @@ class _TopLevel(BaseModel):
     grading: GradingConfig = Field(default_factory=GradingConfig)
     conventions: list[ConventionEntry] = Field(default_factory=list)
     guard: GuardConfig | None = None
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+
+
+_DEFAULT_SESSIONS = SessionsConfig()
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,11 +225,15 @@ class ToolEvalConfig:
     document: Mapping[str, Any] | None = None
     #: The live guard's rules (``guard:``; checked by ``ToolEvalSpanProcessor`` only).
     guard: GuardConfig | None = None
+    #: The ``sessions:`` section, and its graders resolved (``otel_tooleval.sessions``).
+    sessions: SessionsConfig = _DEFAULT_SESSIONS
+    session_graders: tuple[ConfiguredGrader, ...] = ()
 
 
 def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
-                  context: BuildContext) -> tuple[ConfiguredGrader | None, list[Problem]]:
-    loc: tuple[str | int, ...] = ("graders", index)
+                  context: BuildContext, where: tuple[str | int, ...] = ("graders",),
+                  ) -> tuple[ConfiguredGrader | None, list[Problem]]:
+    loc: tuple[str | int, ...] = (*where, index)
     if isinstance(entry, str):
         entry = {"type": entry}
     if not isinstance(entry, Mapping):
@@ -259,8 +271,9 @@ def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
         name = f"{family.type}#{index}"
     elif name in names:
         other = names[name]
-        where = f"graders[{other}]" if isinstance(other, int) else f"graders.{other}"
-        problems.append(Problem(loc + ("name",), f"duplicate grader name {name!r} (also {where})"))
+        section = ".".join(str(w) for w in where)
+        seen = f"{section}[{other}]" if isinstance(other, int) else f"{section}.{other}"
+        problems.append(Problem(loc + ("name",), f"duplicate grader name {name!r} (also {seen})"))
     names[name] = index
     agents = entry.get("agents")
     if type_key is None and isinstance(entry.get("agent"), str) and agents is None:
@@ -284,6 +297,49 @@ def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
         return None, problems
     return ConfiguredGrader(name, family.type, frozenset(agents) if agents else None,
                             grader), []
+
+
+_TURN_SHARED = ("type", "kind", "name", "agents")
+
+
+def _build_session_grader(index: int, entry: Any, names: dict[str, int | str],
+                          context: BuildContext) -> tuple[ConfiguredGrader | None, list[Problem]]:
+    """A ``sessions.graders`` entry; with ``turns:``, one grader per run of the session: each
+    turn's keys over the entry's own (docs/sessions.md)."""
+    where: tuple[str | int, ...] = ("sessions", "graders")
+    if not isinstance(entry, Mapping) or "turns" not in entry:
+        return _build_grader(index, entry, names, context, where)
+    loc = (*where, index, "turns")
+    turns = entry["turns"]
+    if not isinstance(turns, list) or not turns:
+        return None, [Problem(loc, "must be a non-empty list: one entry per run of the "
+                                   "session, each holding that run's expectation")]
+    base = {k: v for k, v in entry.items() if k != "turns"}
+    built: list[ConfiguredGrader] = []
+    problems: list[Problem] = []
+    for k, turn in enumerate(turns):
+        turn = {} if turn is None else turn
+        if not isinstance(turn, Mapping):
+            problems.append(Problem((*loc, k), "a turn must be a mapping of the grader's keys "
+                                               f"for that run, got {type(turn).__name__}"))
+            continue
+        shared = [key for key in _TURN_SHARED if key in turn]
+        if shared:
+            problems.append(Problem((*loc, k, shared[0]), "give it once, beside turns:, not "
+                                                          "per turn"))
+            continue
+        grader, found = _build_grader(k, {**base, **turn}, {}, context, loc)
+        problems.extend(found)
+        if grader is not None:
+            built.append(grader)
+    if problems:
+        return None, problems
+    # The entry's own name and agents, checked as any entry's are (its first turn stands in).
+    head, found = _build_grader(index, {**base, **turns[0]}, names, context, where)
+    if head is None:
+        return None, found
+    return ConfiguredGrader(head.name, head.type, head.agents,
+                            TurnsGrader(head.name, head.type, [g.grader for g in built])), []
 
 
 def _compile_all(patterns: list[str]) -> tuple[UserRegex, ...]:
@@ -310,7 +366,8 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(problems_from_validation(exc, model=_TopLevel))
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig(),
-                                        grading=GradingConfig(), conventions=[], guard=None)
+                                        grading=GradingConfig(), conventions=[], guard=None,
+                                        sessions=SessionsConfig())
         if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
@@ -324,7 +381,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         list(top.graders.items()) if isinstance(top.graders, Mapping)
         else list(enumerate(top.graders)))
     guarded = top.guard is not None and top.guard.active   # a guard alone is a use
-    if not keyed and not allow_no_graders and not guarded:
+    if not keyed and not top.sessions.graders and not allow_no_graders and not guarded:
         problems.append(Problem(("graders",), "no grader configured: add at least one "
                                 "(a config without graders would pass every run on nothing)"))
     for i, entry in keyed:
@@ -332,6 +389,14 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(found)
         if grader is not None:
             graders.append(grader)
+    session_graders: list[ConfiguredGrader] = []
+    session_names: dict[str, int | str] = {}
+    session_context = dataclasses.replace(context, session=True)
+    for i, entry in enumerate(top.sessions.graders):
+        grader, found = _build_session_grader(i, entry, session_names, session_context)
+        problems.extend(found)
+        if grader is not None:
+            session_graders.append(grader)
     if problems:
         raise ConfigError(problems, source)
     runs = top.runs
@@ -347,7 +412,8 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         conventions=compile_conventions(top.conventions),
     )
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
-                          top.grading, data, guard=top.guard)
+                          top.grading, data, guard=top.guard, sessions=top.sessions,
+                          session_graders=tuple(session_graders))
 
 
 def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .graders.matching import BudgetExceeded, grading_limits
@@ -10,9 +10,9 @@ from .model import AgentRun, GradeResult, RunReport, SpanRecord
 from .trajectory import build_run, find_runs
 
 if TYPE_CHECKING:
-    from .config import ToolEvalConfig
+    from .config import ConfiguredGrader, ToolEvalConfig
 
-__all__ = ["BUDGET_EXCEEDED", "grade_records", "grade_run", "grade_spans"]
+__all__ = ["BUDGET_EXCEEDED", "grade_records", "grade_run", "grade_spans", "grade_with"]
 
 #: ``error`` of the results of graders that the run's grading budget left no time for.
 BUDGET_EXCEEDED = "budget_exceeded"
@@ -31,18 +31,28 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
         return None
+    results = grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
+                         config)
+    return RunReport(run, tuple(results))
+
+
+def grade_with(entries: Iterable[ConfiguredGrader], agent: str | None,
+               grade_one: Callable[[ConfiguredGrader], GradeResult],
+               config: ToolEvalConfig) -> list[GradeResult]:
+    """``grade_one`` for every entry that applies to ``agent``, within one grading budget;
+    a grader that raises yields an ``error`` result (``grade_run``; sessions use it too)."""
     limits = config.limits
     results: list[GradeResult] = []
     with grading_limits(limits.max_match_chars, limits.grading_budget_ms) as clock:
-        for entry in config.graders:
-            if not entry.applies_to(run.agent):
+        for entry in entries:
+            if not entry.applies_to(agent):
                 continue
             if clock.exceeded():
                 results.append(_over_budget(entry.name, entry.type, limits.grading_budget_ms,
                                             started=False))
                 continue
             try:
-                result = entry.grader.grade(run)
+                result = grade_one(entry)
             except BudgetExceeded:
                 result = _over_budget(entry.name, entry.type, limits.grading_budget_ms,
                                       started=True)
@@ -53,7 +63,7 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
                     f"grader {entry.name!r} raised {type(exc).__name__} while grading this run",
                 )
             results.append(result)
-    return RunReport(run, tuple(results))
+    return results
 
 
 def _over_budget(name: str, type_: str, budget_ms: float, *, started: bool) -> GradeResult:
@@ -67,16 +77,20 @@ def _over_budget(name: str, type_: str, budget_ms: float, *, started: bool) -> G
 
 def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig, *,
                   on_detached: Callable[[list[SpanRecord]], None] | None = None,
+                  on_run: Callable[[RunReport, Sequence[SpanRecord]], None] | None = None,
                   ) -> list[RunReport]:
     """Cut complete traces into runs and grade each one.
 
-    ``on_detached`` receives the spans of a trace that no root reaches (parent cycles).
+    ``on_detached`` receives the spans of a trace that no root reaches (parent cycles);
+    ``on_run`` each graded run's report with the run's spans (sessions read their keys).
     """
     reports = []
     for root, members in find_runs(records, config.policy, on_detached=on_detached):
         report = grade_run(build_run(root, members, config.policy), config)
         if report is not None:
             reports.append(report)
+            if on_run is not None:
+                on_run(report, members)
     return reports
 
 

@@ -25,6 +25,7 @@ from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .conventions.calls import tool_row
 from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .model import AgentRun, SpanRecord
+from .sessions.keys import session_key
 from .suggestion import SpanShapes, suggest_conventions
 from .trajectory import build_run, find_runs
 
@@ -88,6 +89,8 @@ class InspectedRun:
     conventions: tuple[str | None, ...]
     session: str | None
     excluded: bool = False
+    #: The attribute the session key was read from (``sessions.keys``).
+    session_attribute: str | None = None
 
 
 @dataclass(slots=True)
@@ -150,6 +153,20 @@ class Inspection:
     def graded_runs(self) -> list[InspectedRun]:
         return [r for r in self.runs if not r.excluded]
 
+    def sessions(self) -> list[dict[str, Any]]:
+        """The sessions the graded runs form (``sessions.keys``), in order of first run:
+        ``session``, ``attribute``, ``agent`` (of the first run), ``runs``, ``tool_calls``."""
+        out: dict[str, dict[str, Any]] = {}
+        for item in self.graded_runs:
+            if item.session is None:
+                continue
+            entry = out.setdefault(item.session, {
+                "session": item.session, "attribute": item.session_attribute,
+                "agent": item.run.agent, "runs": 0, "tool_calls": 0})
+            entry["runs"] += 1
+            entry["tool_calls"] += len(item.run.calls)
+        return list(out.values())
+
 
 def _sample(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
@@ -177,8 +194,11 @@ def inspect_trace(records: Sequence[SpanRecord], config: ToolEvalConfig, out: In
         by_id = {m.span_id: m for m in members}
         conventions = tuple(convention_of(by_id[c.span_id], config) if c.span_id in by_id
                             else None for c in run.calls)
-        out.runs.append(InspectedRun(run, conventions, session_of(root.attributes),
-                                     excluded=agents is not None and run.agent not in agents))
+        key = session_key(root.attributes, (m.attributes for m in members),
+                          tuple(config.sessions.keys))
+        out.runs.append(InspectedRun(run, conventions, key.value if key is not None else None,
+                                     excluded=agents is not None and run.agent not in agents,
+                                     session_attribute=key.attribute if key else None))
         used.add(root.span_id)
         used.update(c.span_id for c in run.calls)
         for member in members:

@@ -97,6 +97,11 @@ class ToolCall:
     #: The convention row that read the call, when it unwraps the framework's envelopes
     #: (``arguments_from`` / ``result_from`` of ``conventions.ToolConvention``).
     envelope: Any = field(default=None, repr=False)
+    #: In a session's view (``otel_tooleval.sessions``), where ``index`` and ``step`` count
+    #: across the session: the run's position in the session and the step within that run.
+    #: Outside a session: 0 and None (the step is ``step``).
+    run_index: int = 0
+    run_step: int | None = None
 
     @property
     def arguments(self) -> Any:

@@ -21,6 +21,10 @@ from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces
 from .grading import grade_records
 from .model import RunReport, SpanRecord
 from .outputs.stream import run_key
+from .sessions.grading import grade_session
+from .sessions.keys import session_key
+from .sessions.model import SessionReport
+from .sessions.tracker import OpenSessions
 
 __all__ = ["GradeOutcome", "detached_message", "grade_files"]
 
@@ -35,6 +39,8 @@ class GradeOutcome:
     spans: int = 0
     runs: int = 0
     aggregate: dict[str, Any] = field(default_factory=dict)
+    #: The graded sessions (``sessions:`` in the config), in run order of their first runs.
+    sessions: list[SessionReport] = field(default_factory=list)
 
 
 class _Progress:
@@ -85,6 +91,51 @@ def _ids(ids: Sequence[int], most: int = 5) -> str:
     return f"span{'s' if len(ids) > 1 else ''} {shown}{more}"
 
 
+class _Sessions:
+    """The sessions of ``grade``: every run with a session key filed under it, compacted,
+    and each session graded once the input has ended (runs come in file order, not time
+    order). Past ``sessions.max_open_sessions`` the least recently filed session is graded
+    early, and that is reported as an input problem."""
+
+    def __init__(self, config: ToolEvalConfig) -> None:
+        self.config = config
+        self.keys = tuple(config.sessions.keys)
+        self.open = OpenSessions(config.sessions,
+                                 outputs=any(g.type == "tool" for g in config.session_graders))
+        self.early: list[SessionReport] = []
+
+    def add(self, report: RunReport, members: Sequence[SpanRecord]) -> None:
+        run = report.run
+        key = session_key(run.root_attributes, (m.attributes for m in members), self.keys)
+        if key is None:
+            return
+        for session in self.open.add(key, run):
+            graded = grade_session(session, self.config)
+            if graded is not None:
+                self.early.append(graded)
+
+    def finish(self, problem: Callable[[InputProblem], None]) -> list[SessionReport]:
+        limit = self.config.sessions.max_open_sessions
+        for report in self.early:
+            problem(InputProblem("sessions", None, (
+                f"session {report.key.value!r} was graded before the input ended: more than "
+                f"sessions.max_open_sessions ({limit}) were open; a later run of it was "
+                "graded as another session")))
+        over = self.open.counts["dropped.max_session_calls"]
+        if over:
+            problem(InputProblem("sessions", None, (
+                f"{over} tool call(s) not kept in their sessions: more than "
+                f"sessions.max_session_calls ({self.config.sessions.max_session_calls}) "
+                "in one session")))
+        out = list(self.early)
+        for session in self.open.take_all("input_end"):
+            graded = grade_session(session, self.config)
+            if graded is not None:
+                out.append(graded)
+        out.sort(key=SessionReport.sort_key)
+        return out
+
+
 def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
                 input_format: str | None = None, group_by: str | None = None,
                 progress: TextIO | None = None,
@@ -104,6 +155,7 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     """
     outcome = GradeOutcome()
     meter = _Progress(progress if progress is not None else sys.stderr)
+    sessions = _Sessions(config) if config.session_graders else None
     running = RunningAggregate(config, group_by=group_by) if on_report is not None else None
 
     def problem(p: InputProblem) -> None:
@@ -120,7 +172,8 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
             problem(InputProblem(path, None, detached_message(spans)))
 
         for trace in iter_traces(_counted(records, outcome, meter)):
-            reports = grade_records(trace, config, on_detached=detached)
+            reports = grade_records(trace, config, on_detached=detached,
+                                    on_run=sessions.add if sessions is not None else None)
             outcome.runs += len(reports)
             if running is None or on_report is None:
                 outcome.reports.extend(reports)
@@ -134,9 +187,15 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
             raise InputError(f"{path}: no span could be read "
                              f"({len(outcome.problems) - problems_before} problems)")
     meter.update(outcome.spans, outcome.runs, final=outcome.spans > 0x3FFF)
+    if sessions is not None:
+        outcome.sessions = sessions.finish(problem)
     if running is not None:
         outcome.aggregate = running.result()
-        return outcome
-    outcome.reports.sort(key=run_key)
-    outcome.aggregate = aggregate(outcome.reports, config, group_by=group_by)
+    else:
+        outcome.reports.sort(key=run_key)
+        outcome.aggregate = aggregate(outcome.reports, config, group_by=group_by)
+    if sessions is not None:
+        passed = sum(1 for r in outcome.sessions if r.passed)
+        outcome.aggregate["sessions"] = {"sessions": len(outcome.sessions), "passed": passed,
+                                         "failed": len(outcome.sessions) - passed}
     return outcome

@@ -30,8 +30,10 @@ from .grading import grade_run
 from .guard import GuardRules, GuardViolation
 from .hooks import forwarding_hooks, span_hooks
 from .live_guard import LiveGuard
-from .model import GradeResult, RunReport, SpanRecord, Verdicts
+from .model import AgentRun, GradeResult, RunReport, SpanRecord, Verdicts
 from .offload import GradingProcess, InFlight
+from .sessions.live import LiveSessions
+from .sessions.model import SessionReport
 from .trajectory import run_from
 from .worker import Verdict
 
@@ -59,12 +61,17 @@ class ToolEvalSpanProcessor(SpanProcessor):
         on_violation: called with each ``GuardViolation`` of the config's ``guard:`` rules, on
             the application thread, inside the tool span's start (or end, see docs/guard.md):
             keep it quick. Its exceptions are caught and logged once.
+        on_session: called on the grading thread with each graded ``SessionReport``
+            (``sessions:`` in the config; errors are logged).
+        id_generator: makes the ids of the session spans (default: random ids).
     """
 
     def __init__(self, config: Any = None, downstream: SpanProcessor | None = None, *,
                  meter_provider: Any = None, logger_provider: Any = None,
                  on_report: Callable[[RunReport], None] | None = None,
-                 on_violation: Callable[[GuardViolation], None] | None = None) -> None:
+                 on_violation: Callable[[GuardViolation], None] | None = None,
+                 on_session: Callable[[SessionReport], None] | None = None,
+                 id_generator: Any = None) -> None:
         self.config: ToolEvalConfig = load_config(config)
         self._downstream = downstream
         self._on_report = on_report
@@ -73,6 +80,11 @@ class ToolEvalSpanProcessor(SpanProcessor):
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
         self._guard = self._live_guard(on_violation)
+        self._sessions: LiveSessions | None = None
+        if self.config.session_graders:
+            self._sessions = LiveSessions(self.config, self._forward, logs=self._logs,
+                                          metrics=self._metrics, report=self._report,
+                                          on_session=on_session, id_generator=id_generator)
         self._shutdown = False
         self._install_hooks()
         self._reported: dict[str, object] = {}
@@ -113,6 +125,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
     def _after_fork_in_child(self) -> None:
         # The child starts clean: no open runs, no thread; the parent keeps its own.
         self._buffers.reset_after_fork()
+        if self._sessions is not None:
+            self._sessions.open.reset()
         self._install_hooks()   # the hooks hold the buffers' dicts of before the fork
         self._init_worker_state()
         if self._offload is not None:
@@ -277,6 +291,9 @@ class ToolEvalSpanProcessor(SpanProcessor):
                     job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
                 job = self._decided_current(job)
+            elif job.__class__ is _EndSessions:
+                self._end_sessions(job)
+                job = None
             if job is not None and job.__class__ is RunJob:
                 try:
                     self._grade_and_forward(job)
@@ -338,6 +355,65 @@ class ToolEvalSpanProcessor(SpanProcessor):
             self._buffers.sweep()
         except Exception:
             self._report("sweep")
+        if self._sessions is not None:
+            try:
+                self._sessions.sweep()
+            except Exception:
+                self._report("sessions")
+
+    # -- sessions (grading thread) -------------------------------------------------------------
+
+    def end_session(self, key: str) -> None:
+        """End the session whose key is ``key`` (the value of its session attribute): it is
+        graded on the grading thread after every run whose root has already ended. A key
+        with no open session is ignored. Never raises."""
+        if self._sessions is None or self._shutdown:
+            return
+        try:
+            self._submit_marker(_EndSessions(str(key), "end_session"))
+        except Exception:
+            self._report("end_session")
+
+    def _submit_marker(self, marker: _EndSessions) -> None:
+        # Markers are never refused for a full queue: they are few, and one lost would leave
+        # a session open until it idles out.
+        self._queue.append(marker)
+        self._wake_worker()
+
+    def _end_sessions(self, marker: _EndSessions) -> None:
+        sessions = self._sessions
+        if sessions is None:
+            return
+        token = suppress_instrumentation()
+        try:
+            if marker.value is None:
+                sessions.end_all(marker.reason)
+            else:
+                sessions.end(marker.value)
+        except Exception:
+            self._report("sessions")
+        finally:
+            detach(token)
+
+    def _session_run(self, root: ReadableSpan, record: SpanRecord, tools: list[SpanRecord],
+                     models: list[SpanRecord], dropped: int) -> AgentRun | None:
+        """File the run under its session, if it has one; the run built for it (None when
+        the run has no session key)."""
+        sessions = self._sessions
+        if sessions is None:
+            return None
+        try:
+            key = sessions.key_of(record, tools, models)
+            if key is None:
+                return None
+            run = run_from(record, tools, models, self.config.policy, dropped_calls=dropped)
+            agents = self.config.runs.agents
+            if agents is None or run.agent in agents:
+                sessions.add(key, run, root.resource)
+            return run
+        except Exception:
+            self._report("sessions")
+            return None
 
     def _grade_and_forward(self, job: RunJob) -> None:
         token = suppress_instrumentation()
@@ -345,12 +421,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
             tools, models, dropped = self._buffers.members(job)
             root = job.root
             record = record_from_span(root)
+            run = self._session_run(root, record, tools, models, dropped)
             offload = self._offload
             if offload is not None and offload.available() and offload.submit(
                     job, record, tools, models, dropped):
                 self._buffers.release(job, tools, models)
                 return   # the grading process answers on the verdict thread
-            report = self._grade(record, tools, models, dropped)
+            report = (self._grade(record, tools, models, dropped) if run is None
+                      else grade_run(run, self.config))
             self._buffers.release(job, tools, models)
         finally:
             detach(token)
@@ -470,6 +548,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         """Grade and forward every run whose root has ended, then flush the downstream."""
         deadline = time.monotonic() + timeout_millis / 1000
         try:
+            if self._sessions is not None and len(self._sessions.open):
+                self._submit_marker(_EndSessions(None, "flush"))
             drained = self._drain(deadline)
         except Exception:
             self._report("force_flush")
@@ -497,9 +577,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
         ok = False
         try:
             self._buffers.clear("shutdown")
+            if self._sessions is not None and self._worker is not None:
+                self._queue.append(_EndSessions(None, "shutdown"))
             ok = self._drain(deadline)
             if not ok:
                 self._forward_ungraded()
+            if self._sessions is not None:
+                # Not graded in time (or no grading thread): counted, never graded here.
+                self._sessions.drop_all("shutdown")
             if self._worker is not None:
                 # After _forward_ungraded, which empties the queue: the worker ends once what
                 # it is doing returns, however late that is.
@@ -578,7 +663,19 @@ class ToolEvalSpanProcessor(SpanProcessor):
         out.update(self._buffers.counts)
         out["open_traces"] = len(self._buffers)
         out["closed_traces"] = self._buffers.closed()
+        if self._sessions is not None:
+            out.update(self._sessions.stats())
         return out
+
+
+class _EndSessions:
+    """A queue item for the grading thread: end one session (``value``) or all (None)."""
+
+    __slots__ = ("reason", "value")
+
+    def __init__(self, value: str | None, reason: str) -> None:
+        self.value = value
+        self.reason = reason
 
 
 class _Verdicts:

@@ -11,7 +11,14 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from .config import EmitConfig, GradingConfig, GuardConfig, LimitsConfig, RunsConfig
+from .config import (
+    EmitConfig,
+    GradingConfig,
+    GuardConfig,
+    LimitsConfig,
+    RunsConfig,
+    SessionsConfig,
+)
 from .graders.registry import GraderFamily, families
 from .mappings import ConventionEntry
 
@@ -66,6 +73,16 @@ def config_schema() -> dict[str, Any]:
         sections[key] = _prefixed(model.model_json_schema(), f"{key}.", defs)
     sections["conventions"] = _prefixed(
         TypeAdapter(list[ConventionEntry]).json_schema(), "conventions.", defs)
+    sessions = _prefixed(SessionsConfig.model_json_schema(), "sessions.", defs)
+    sessions["properties"]["graders"] = {
+        "type": "array",
+        "description": "graders of whole sessions: entries of any family as under graders:, "
+                       "seeing the session's calls in run order; with turns: [...] (one "
+                       "entry's keys per run) or, for tool_trajectory_avg_score, "
+                       "expected_invocations: [[...], ...] (docs/sessions.md)",
+        "items": {"anyOf": [*entries, {"type": "object", "anyOf": [
+            {"required": ["turns"]}, {"required": ["expected_invocations"]}]}]}}
+    sections["sessions"] = sessions
     sections["conventions"]["description"] = (
         "your own mappings of spans no built-in convention reads: which are runs, model "
         "calls and tool calls, and where a call's name, arguments and result are")
@@ -74,7 +91,8 @@ def config_schema() -> dict[str, Any]:
         "title": "otel-tooleval configuration",
         "type": "object",
         "additionalProperties": False,
-        "anyOf": [{"required": ["graders"]}, {"required": ["guard"]}],
+        "anyOf": [{"required": ["graders"]}, {"required": ["guard"]},
+                  {"required": ["sessions"]}],
         "properties": {
             "graders": {"type": "array", "items": {"anyOf": entries}, "minItems": 1,
                         "description": "graders, each in the shape of its seed tool "

@@ -239,12 +239,14 @@ def test_difference_threshold_must_be_in_the_unit_interval() -> None:
 
 # -- multi-turn: refused until sessions -----------------------------------------------------------
 
-def test_expected_invocations_is_refused_naming_sessions() -> None:
+def test_expected_invocations_is_refused_per_run_naming_sessions() -> None:
     for key in ("expected_invocations", "expectedInvocations"):
         error = assert_config_error(
             {"graders": [{"type": TYPE, key: [[use("a")], [use("b")]]}]},
-            f"graders[0].{key}", "not graded yet: a session of several runs")
-        assert "issue 18" in str(error) and "expected_tool_use" in str(error)
+            f"graders[0].{key}", "not in per-run graders")
+        assert "sessions.graders" in str(error) and "expected_tool_use" in str(error)
+        # ... and accepted under sessions:
+        assert load_config({"sessions": {"graders": [{"type": TYPE, key: [[use("a")]]}]}})
 
 
 # -- load-time errors -----------------------------------------------------------------------------

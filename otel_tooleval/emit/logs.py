@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry._logs import LoggerProvider, LogRecord, get_logger_provider
@@ -27,7 +27,10 @@ class LogEvents:
         # asked first.
         self._enabled: Callable[..., Any] | None = getattr(self._logger, "enabled", None)
 
-    def emit(self, report: Verdicts, root_context: SpanContext, timestamp: int) -> None:
+    def emit(self, report: Verdicts, root_context: SpanContext, timestamp: int, *,
+             extra: Mapping[str, Any] | None = None) -> None:
+        """One record per result, in ``root_context``; ``extra`` attributes on each (a
+        session's key)."""
         context = set_span_in_context(NonRecordingSpan(root_context))
         if not self._wanted(context):
             return
@@ -36,6 +39,8 @@ class LogEvents:
             attrs: dict[str, Any] = result_attributes(result)
             if agent:
                 attrs["gen_ai.agent.name"] = agent
+            if extra:
+                attrs.update(extra)
             self._logger.emit(LogRecord(
                 timestamp=timestamp,
                 context=context,

@@ -28,6 +28,11 @@ class VerdictMetrics:
         self.dropped = meter.create_counter(
             "tooleval.runs.dropped", unit="{event}",
             description="Runs, calls or spans not graded, by reason")
+        self.sessions = meter.create_counter(
+            "tooleval.sessions", unit="{session}", description="Sessions graded")
+        self.sessions_dropped = meter.create_counter(
+            "tooleval.sessions.dropped", unit="{event}",
+            description="Sessions ended early or lost, and session calls not kept, by reason")
         self.true_positives = meter.create_counter(
             "tooleval.tool_selection.true_positives", unit="{call}")
         self.false_positives = meter.create_counter(
@@ -37,6 +42,24 @@ class VerdictMetrics:
         self.guard_violations = meter.create_counter(
             "tooleval.guard.violations", unit="{call}",
             description="Tool calls that broke a guard rule, by rule and tool")
+
+    def record_session(self, report: Verdicts, key_attribute: str) -> None:
+        """A session's verdicts: the score histogram and ``tooleval.sessions``, with the
+        attribute the session key came from (never the key's value: one series per
+        conversation would be unbounded)."""
+        agent = report.agent
+        base: dict[str, Any] = {"gen_ai.agent.name": agent} if agent else {}
+        base["tooleval.session.key"] = key_attribute
+        for result in report.results:
+            self.score.record(result.score, {
+                **base,
+                "gen_ai.evaluation.name": result.name,
+                "gen_ai.evaluation.score.label": result.label,
+            })
+        self.sessions.add(1, {**base, "tooleval.passed": report.passed})
+
+    def drop_sessions(self, reason: str, n: int = 1) -> None:
+        self.sessions_dropped.add(n, {"reason": reason})
 
     def record(self, report: Verdicts) -> None:
         agent = report.agent

@@ -109,11 +109,13 @@ class BuildContext:
 
     ``base_dir`` is the directory of the config file (None for a mapping or YAML text), against
     which relative paths in the config (a custom grader's ``file.py``) are resolved.
+    ``session`` is True for entries under ``sessions.graders`` (turn-aware forms allowed).
     """
 
     include_values: bool = False
     ground_truth_attribute: str = "tooleval.ground_truth"
     base_dir: Path | None = None
+    session: bool = False
 
 
 @dataclass(frozen=True, slots=True)

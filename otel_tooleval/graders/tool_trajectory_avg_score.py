@@ -31,7 +31,16 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
+from ..sessions.turns import TurnsGrader
+from .registry import (
+    BuildContext,
+    ConfigProblems,
+    Grader,
+    GraderFamily,
+    Problem,
+    params_of,
+    register,
+)
 from .tool_call_checks import same_value
 
 __all__ = ["AvgScoreParams", "Criterion", "ToolTrajectoryAvgScoreGrader", "ToolUse"]
@@ -45,9 +54,10 @@ _MATCH_BY_INT: dict[int, MatchType] = {0: "EXACT", 1: "IN_ORDER", 2: "ANY_ORDER"
 UnitInterval = Annotated[float, Field(strict=True, ge=0, le=1, allow_inf_nan=False)]
 ToolName = Annotated[StrictStr, Field(min_length=1)]
 
-_SESSIONS = ("a session of several runs (one per ADK invocation) is graded once sessions "
-             "exist (issue 18, a later release); until then this config cannot be graded "
-             "faithfully, so it is refused. For one run, give its calls as expected_tool_use")
+_SESSIONS = ("a conversation of several runs (one per ADK invocation) is a session: put this "
+             "grader under sessions.graders (docs/sessions.md), where expected_invocations "
+             "grades each run of the session against its own list. For one run, give its "
+             "calls as expected_tool_use")
 
 
 def _snake_keys(value: Any, camel: Mapping[str, str]) -> Any:
@@ -189,8 +199,8 @@ class AvgScoreParams(BaseModel):
 
 def _hints() -> dict[str, str]:
     hints = {
-        "expected_invocations": f"not graded yet: {_SESSIONS}",
-        "expectedInvocations": f"not graded yet: {_SESSIONS}",
+        "expected_invocations": f"not in per-run graders: {_SESSIONS}",
+        "expectedInvocations": f"not in per-run graders: {_SESSIONS}",
         "conversation": f"unknown key: an ADK conversation of several invocations is {_SESSIONS}",
         "threshold": "unknown key here: give it in criteria.tool_trajectory_avg_score "
                      "(a number, or {threshold: ...})",
@@ -401,8 +411,67 @@ def _hex(span_id: int) -> str | None:
     return format(span_id, "016x") if span_id else None
 
 
-def _build(entry: Mapping[str, Any], name: str, include_values: bool,
-           ) -> ToolTrajectoryAvgScoreGrader:
+class Invocation(BaseModel):
+    """One of ADK's expected invocations as an eval case writes it; only the tool uses of its
+    ``intermediate_data`` are graded."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    intermediate_data: IntermediateData = Field(default_factory=IntermediateData)
+    invocation_id: StrictStr | None = Field(default=None, description="not graded")
+    user_content: Any = Field(default=None, description="not graded")
+    final_response: Any = Field(default=None, description="not graded")
+    creation_timestamp: float | None = Field(default=None, description="not graded")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _camel(cls, value: Any) -> Any:
+        return _snake_keys(value, {"intermediateData": "intermediate_data",
+                                   "invocationId": "invocation_id",
+                                   "userContent": "user_content",
+                                   "finalResponse": "final_response",
+                                   "creationTimestamp": "creation_timestamp"})
+
+
+class SessionParams(BaseModel):
+    """``expected_invocations``: one expected list per run of the session (ADK's several
+    invocations of one eval case), each a list of tool uses or an invocation object."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    expected_invocations: list[list[ToolUse] | Invocation] = Field(
+        min_length=1, description="per run of the session, in run order: [{name, args}] or "
+                                  "{intermediate_data: {tool_uses: [...]}}")
+
+
+def _build(entry: Mapping[str, Any], name: str, context: BuildContext) -> Grader:
+    include_values = context.include_values
+    invocations_key = next((k for k in ("expected_invocations", "expectedInvocations")
+                            if k in entry), None)
+    if context.session and invocations_key is not None:
+        given = [k for k in ("expected_tool_use", "expectedToolUse", "intermediate_data",
+                             "intermediateData") if k in entry]
+        if given:
+            raise ConfigProblems([Problem((given[0],), "give expected_invocations or "
+                                          f"{given[0]}, not both")])
+        session: SessionParams = params_of(
+            SessionParams, {"expected_invocations": entry[invocations_key]})
+        rest = {k: v for k, v in entry.items() if k != invocations_key}
+        params: AvgScoreParams = params_of(AvgScoreParams, {**rest, "expected_tool_use": []},
+                                           _hints())
+        criterion = params.criteria.tool_trajectory_avg_score if params.criteria else _DEFAULT
+        turns = [ToolTrajectoryAvgScoreGrader(
+                     name, criterion,
+                     inv if isinstance(inv, list) else inv.intermediate_data.tool_uses,
+                     include_values)
+                 for inv in session.expected_invocations]
+        return TurnsGrader(name, TYPE, turns, what="invocation",
+                           pass_threshold=criterion.threshold)
+    return _build_run(entry, name, include_values)
+
+
+def _build_run(entry: Mapping[str, Any], name: str, include_values: bool,
+               ) -> ToolTrajectoryAvgScoreGrader:
     params: AvgScoreParams = params_of(AvgScoreParams, entry, _hints())
     inline, nested = params.expected_tool_use, params.intermediate_data
     if inline is not None and nested is not None:
@@ -445,4 +514,8 @@ def _schema() -> dict[str, Any]:
     return schema
 
 
-register(GraderFamily(TYPE, ALIASES, _build, schema=_schema))
+def _build_plain(entry: Mapping[str, Any], name: str, include_values: bool) -> Grader:
+    return _build(entry, name, BuildContext(include_values=include_values))
+
+
+register(GraderFamily(TYPE, ALIASES, _build_plain, schema=_schema, build_with_context=_build))

@@ -17,6 +17,7 @@ from typing import Any, TextIO
 
 from .._version import __version__
 from ..model import GradeResult, RunReport
+from ..sessions.model import SessionReport
 from .gates import aggregate_gates
 from .spool import DEFAULT_SPOOL_BYTES
 from .stream import ReportWriter
@@ -114,6 +115,8 @@ class HtmlWriter(ReportWriter):
             if listed:
                 rows.append(_index_row(i, passed, text[1:], section is not None))
         index = _index_table(total, rows)
+        if self.sessions is not None:
+            index = _session_table(self.sessions) + index
         out.write(_page(total, failed, aggregate, self.types, problems, self.title, index,
                         sections))
 
@@ -288,6 +291,29 @@ def _index_table(total: int, rows: Sequence[str]) -> str:
         f"Runs: {len(rows)} of {total} listed, failing runs first")
     return (f'<table class="index"><caption>{caption}</caption><thead><tr>{head}</tr></thead>'
             "<tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _session_table(sessions: Sequence[SessionReport]) -> str:
+    """The sessions, one row each, with every session grader's verdict and explanation."""
+    if not sessions:
+        return '<p class="empty">No sessions were found in the input.</p>'
+    head = "".join(f"<th scope=col>{name}</th>" for name in (
+        "verdict", "session", "agent", "runs", "calls", "score", "graders"))
+    rows = []
+    for report in sessions[:MAX_INDEX_ROWS]:
+        verdicts = "".join(
+            f"<li>{_badge(r.label)} {_h(r.name)}: {_h(r.explanation)}</li>" for r in report.results)
+        rows.append(
+            f'<tr class="r-{"pass" if report.passed else "fail"}">'
+            f"<td>{_badge('pass' if report.passed else 'fail')}</td>"
+            f"<td class=mono>{_h(report.key.attribute)}={_h(report.key.value)}</td>"
+            f"<td>{_h(report.agent or '(unnamed)')}</td><td class=num>{len(report.runs)}</td>"
+            f"<td class=num>{report.tool_calls}</td><td class=num>{_meter(report.score)}</td>"
+            f"<td><ul>{verdicts}</ul></td></tr>")
+    caption = "Sessions" if len(sessions) <= MAX_INDEX_ROWS else (
+        f"Sessions: {MAX_INDEX_ROWS} of {len(sessions)} listed")
+    return (f'<table class="index sessions"><caption>{caption}</caption><thead><tr>{head}'
+            "</tr></thead><tbody>" + "".join(rows) + "</tbody></table>")
 
 
 def _legend() -> str:

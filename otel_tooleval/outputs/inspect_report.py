@@ -44,6 +44,7 @@ def inspect_document(found: Inspection, problems: Sequence[str]) -> dict[str, An
         "traces": found.traces,
         "traces_without_runs": found.traces_without_runs,
         "runs": [_run_dict(item) for item in found.runs],
+        "sessions": found.sessions(),
         "unrecognised": {
             "spans": unrecognised.spans,
             "in_runs": unrecognised.in_runs,
@@ -144,6 +145,13 @@ def render_inspect_table(found: Inspection, problems: Sequence[str]) -> str:
     lines = [head, ""]
     for i, item in enumerate(found.runs, 1):
         lines.extend(_run_lines(i, item))
+        lines.append("")
+    sessions = found.sessions()
+    if sessions:
+        lines.append(f"sessions ({len(sessions)}):")
+        lines.extend(f"{_INDENT}{one_line(str(s['attribute']))}={one_line(s['session'])}  "
+                     f"agent={one_line(s['agent'] or '(unnamed)')}  runs={s['runs']}  "
+                     f"calls={s['tool_calls']}" for s in sessions)
         lines.append("")
     lines.extend(_unrecognised_lines(found))
     if problems:

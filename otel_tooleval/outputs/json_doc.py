@@ -62,6 +62,9 @@ class JsonWriter(ReportWriter):
             out.write(text)
             separator = ",\n"
         out.write("\n],\n" if self.runs else "],\n")
+        if self.sessions is not None:
+            parts = ",\n".join(json_text(s.to_dict()) for s in self.sessions)
+            out.write(f'"sessions": [\n{parts}\n],\n' if parts else '"sessions": [],\n')
         out.write(f'"aggregate": {json_text(aggregate)}}}\n')
 
 

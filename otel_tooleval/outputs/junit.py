@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from ..model import GradeResult, RunReport
+from ..sessions.model import SessionReport
 from .gates import Gate, aggregate_gates
 from .spool import DEFAULT_SPOOL_BYTES
 from .stream import ReportWriter
@@ -60,6 +61,22 @@ def _run_cases(report: RunReport) -> Iterator[tuple[ET.Element, str | None]]:
     # The root span id too: two runs of one trace (sibling agents) are two test cases.
     classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex} "
                          f"{run.root_span_id_hex}")
+    for result in report.results:
+        case = ET.Element("testcase", classname=classname, name=one_line(result.name))
+        if result.label == "error":
+            _problem(case, "error", result, result.error or result.type)
+            yield case, "error"
+        elif not result.passed:
+            _problem(case, "failure", result, result.type)
+            yield case, "failure"
+        else:
+            yield case, None
+
+
+def _session_cases(report: SessionReport) -> Iterator[tuple[ET.Element, str | None]]:
+    """A session's test cases: classname = agent, ``session``, the key's attribute and value."""
+    classname = one_line(f"{report.agent or 'session'} session "
+                         f"{report.key.attribute}={report.key.value}")
     for result in report.results:
         case = ET.Element("testcase", classname=classname, name=one_line(result.name))
         if result.label == "error":
@@ -129,6 +146,12 @@ class JunitWriter(ReportWriter):
         has_cases = self.tests > 0
         if has_cases:
             ET.SubElement(suite, _RUNS_MARK)
+        for session in self.sessions or ():
+            for case, problem in _session_cases(session):
+                suite.append(case)
+                self.tests += 1
+                self.errors += problem == "error"
+                self.failures += problem == "failure"
         _close_suite(root, suite, aggregate, problems, self.tests, self.failures, self.errors)
         ET.indent(root)
         text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ..model import RunReport
+from ..sessions.model import SessionReport
 from .spool import DEFAULT_SPOOL_BYTES, SortedSpool
 
 __all__ = ["ReportWriter", "run_key"]
@@ -37,6 +38,12 @@ class ReportWriter:
         self.spool = SortedSpool(memory_bytes)
         self.runs = 0
         self.failed = 0
+        #: The graded sessions, given once the input has ended (None: no ``sessions:``).
+        self.sessions: Sequence[SessionReport] | None = None
+
+    def add_sessions(self, sessions: Sequence[SessionReport]) -> None:
+        """The sessions to write after the runs (``sessions:`` configured)."""
+        self.sessions = sessions
 
     def add(self, report: RunReport, key: tuple[Any, ...] = ()) -> None:
         full = (*key, self.runs)    # the position breaks ties, as a stable sort would

@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TextIO
 
-from ..model import RunReport
+from ..model import GradeResult, RunReport
+from ..sessions.model import SessionReport
 from .gates import aggregate_gates
 from .spool import DEFAULT_SPOOL_BYTES
 from .stream import ReportWriter
@@ -71,6 +72,9 @@ class TableWriter(ReportWriter):
               problems: Sequence[str] = ()) -> None:
         out.writelines(f"{_run_number(i, self.paint)}{text}\n\n"
                        for i, (_key, text) in enumerate(self.spool))
+        out.writelines(f"{self.paint(f'session {i + 1}', 'bold')}"
+                       f"{_session_text(session, self.paint)}\n\n"
+                       for i, session in enumerate(self.sessions or ()))
         out.write(_closing(self.runs, self.failed, aggregate, problems, self.paint))
 
 
@@ -113,8 +117,25 @@ def _run_text(report: RunReport, paint: _Paint) -> str:
                           lambda t: paint(t, "dim")))
     if not report.results:
         lines.append(f"{_INDENT}(no grader applies to this agent)")
-    width = min(max((len(one_line(r.name)) for r in report.results), default=0), 30)
-    for result in report.results:
+    lines.extend(_result_lines(report.results, paint))
+    return "\n".join(lines)
+
+
+def _session_text(report: SessionReport, paint: _Paint) -> str:
+    """A session's lines: its key, agent, runs and each session grader's verdict."""
+    agent = one_line(report.agent) if report.agent is not None else "(unnamed)"
+    dropped = f" ({report.dropped_calls} dropped)" if report.dropped_calls else ""
+    header = (f"  {paint.verdict(report.passed)}  "
+              f"{one_line(report.key.attribute)}={paint(one_line(report.key.value), 'bold')}  "
+              f"agent={agent}  runs={len(report.runs)}  calls={report.tool_calls}{dropped}  "
+              f"score={report.score:.2f}")
+    return "\n".join([header, *_result_lines(report.results, paint)])
+
+
+def _result_lines(results: Sequence[GradeResult], paint: _Paint) -> list[str]:
+    lines: list[str] = []
+    width = min(max((len(one_line(r.name)) for r in results), default=0), 30)
+    for result in results:
         head = (f"{_INDENT}{paint.label(result.label, 5)} "
                 f"{shorten(one_line(result.name), 30):<{width}}  {result.score:.2f}  ")
         hang = _INDENT + " " * (5 + 1 + width + 2 + 4 + 2)
@@ -122,7 +143,7 @@ def _run_text(report: RunReport, paint: _Paint) -> str:
         body = _wrap(text, max(_WIDTH - len(hang), 40))
         lines.append(head + body[0])
         lines.extend(hang + part for part in body[1:])
-    return "\n".join(lines)
+    return lines
 
 
 def _wrapped(text: str, first: str, rest: str, style: Callable[[str], str]) -> list[str]:
@@ -190,6 +211,13 @@ def _result_line(runs: int, failed_runs: int, aggregate: Mapping[str, Any],
         return f"{paint('NO RUNS', 'bold')}: no agent run was found; nothing was graded."
     failed_gates = sum(1 for gate in aggregate_gates(aggregate) if not gate.passed)
     parts = [f"{runs - failed_runs} of {runs} runs passed"]
+    sessions = aggregate.get("sessions")
+    failed_sessions = 0
+    if isinstance(sessions, Mapping):
+        failed_sessions = int(sessions.get("failed", 0))
+        parts.append(f"{sessions.get('passed', 0)} of {sessions.get('sessions', 0)} "
+                     "sessions passed")
     if failed_gates:
         parts.append(f"{failed_gates} aggregate gate(s) failed")
-    return f"{paint.verdict(not failed_runs and not failed_gates)}: " + ", ".join(parts) + "."
+    ok = not failed_runs and not failed_gates and not failed_sessions
+    return f"{paint.verdict(ok)}: " + ", ".join(parts) + "."
