@@ -27,7 +27,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, memoised_candidates, value_key, weighted_lcs
+from .pairing import assign, class_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 
@@ -198,13 +198,14 @@ class ToolCorrectnessGrader:
             raw = call.raw_arguments
             args = (raw, id(call.envelope)) if raw.__class__ is str else value_key(
                 _arguments(call))
-        out: Any = None
-        if self.use_output:
-            raw = call.raw_result
-            out = _PENDING if call.pending else (
-                (raw, id(call.envelope), call.error) if raw.__class__ is str
-                else value_key(_output(call)))
-        return args, out
+        return args, self._output_key(call) if self.use_output else None
+
+    @staticmethod
+    def _output_key(call: ToolCall) -> Any:
+        raw = call.raw_result
+        return _PENDING if call.pending else (
+            (raw, id(call.envelope), call.error) if raw.__class__ is str
+            else value_key(_output(call)))
 
     def _same(self, i: int, call: ToolCall) -> bool:
         tool = self.params.expected_tools[i]
@@ -229,7 +230,7 @@ class ToolCorrectnessGrader:
                 pairs = [(i, i, 1.0) for i in range(n)]
         else:
             if self.mode == "ordering":
-                pairs = self._ordered(calls)
+                pairs = self._ordered(run)
             else:
                 pairs, exact = self._assigned(run)
             total = sum(s for _, _, s in pairs)
@@ -261,19 +262,40 @@ class ToolCorrectnessGrader:
         pairs.sort()
         return pairs, exact
 
-    def _ordered(self, calls: Sequence[ToolCall]) -> list[tuple[int, int, float]]:
-        positions: dict[tuple[str, str], list[int]] = {key: [] for key in self.blocks}
-        for c in calls:
-            found = positions.get((c.name, call_type(c))) if c.name in self.names else None
-            if found is not None:
-                found.append(c.index)
+    def _ordered(self, run: AgentRun) -> list[tuple[int, int, float]]:
+        calls = run.calls
+        classes = self._column_classes(run)
+        empty: list[Sequence[int]] = []
         tools = self.params.expected_tools
-        blocks = [positions[(t.name, t.type)] for t in tools]
-        candidates = memoised_candidates(
-            self.keys, blocks.__getitem__, lambda j: self._call_key(calls[j]),
-            lambda i, j: self.pair_score(i, calls[j]))
+        blocks = [classes.get((t.name, t.type), empty) for t in tools]
+        candidates = class_candidates(self.keys, blocks.__getitem__,
+                                      lambda i, j: self.pair_score(i, calls[j]))
         _, pairs = weighted_lcs(len(tools), len(calls), candidates)
         return pairs
+
+    def _column_classes(self, run: AgentRun) -> dict[tuple[str, str], list[Sequence[int]]]:
+        """Per (name, type) block, the run's calls in classes that score alike against every
+        expected tool: the run's argument classes, split by output when OUTPUT is graded."""
+        by_args = run.argument_classes()
+        calls = run.calls
+        out: dict[tuple[str, str], list[Sequence[int]]] = {}
+        for name, type_ in self.blocks:
+            found = by_args.get(name)
+            if not found:
+                continue
+            mcp = type_ == "MCP"
+            classes = [m for (_, _, server), m in found.items() if bool(server) == mcp]
+            if self.use_output:
+                split: list[Sequence[int]] = []
+                for members in classes:
+                    by_output: dict[Any, list[int]] = {}
+                    for j in members:
+                        by_output.setdefault(self._output_key(calls[j]), []).append(j)
+                    split.extend(by_output.values())
+                classes = split
+            if classes:
+                out[(name, type_)] = classes
+        return out
 
     # -- reporting ----------------------------------------------------------------------------------
 
@@ -298,7 +320,7 @@ class ToolCorrectnessGrader:
             "pairs": rows,
             "missing": [{"expected": i, "tool": t.name, "type": t.type}
                         for i, t in enumerate(tools) if i not in paired],
-            "unpaired_calls": [c.index for c in calls if c.index not in used],
+            "unpaired_calls": sorted(set(range(len(calls))).difference(used)),
             "assignment": "exact" if exact else "greedy",
         }
 
