@@ -119,11 +119,18 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
     pairing as many entries as possible (augmenting paths, breadth first).
 
     Returns, per entry, the paired call position or None. Candidates are tried in the order
-    given, so earlier calls are preferred where the maximum allows a choice.
+    given, so earlier calls are preferred where the maximum allows a choice. Entries that share
+    one candidate list (the same object) are searched for once after one of them has failed:
+    a free entry without an augmenting path never gets one later, and an entry with the same
+    candidates would reach only what it reached (duplicate reference entries beyond the calls
+    would otherwise each search the whole graph).
     """
     paired: list[int | None] = [None] * len(candidates)
     owner: dict[int, int] = {}
+    failed: set[int] = set()                   # ids of candidate lists whose search failed
     for root, mine in enumerate(candidates):
+        if failed and id(mine) in failed:
+            continue
         free = next((c for c in mine if c not in owner), None)
         if free is not None:
             paired[root], owner[free] = free, root
@@ -142,6 +149,8 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
                 queue.append(owner[c])
             if end is not None:
                 break
+        if end is None:
+            failed.add(id(mine))
         while end is not None:                 # flip the path back to the root
             entry = reached[end]
             previous = paired[entry]
