@@ -38,6 +38,7 @@ __all__ = [
     "Assignment",
     "ScoredColumns",
     "assign",
+    "assign_classes",
     "class_candidates",
     "longest_then_best",
     "value_key",
@@ -89,9 +90,17 @@ def assign(row_keys: Sequence[Hashable], col_keys: Sequence[Hashable], weight: W
     """
     if not row_keys or not col_keys:
         return Assignment([])
-    rows = _classes(row_keys)
-    cols = _classes(col_keys)
-    need = len(row_keys)
+    return assign_classes(_classes(row_keys), _classes(col_keys), weight)
+
+
+def assign_classes(rows: Sequence[Sequence[int]], cols: Sequence[Sequence[int]], weight: Weight
+                   ) -> Assignment:
+    """``assign`` on classes already formed: ``rows`` and ``cols`` list the ids of each class
+    (ascending, classes in order of their first id), ``weight(r, c)`` takes ids and is asked
+    once per (row class, column class); the pairs are (row id, column id, score)."""
+    if not rows or not cols:
+        return Assignment([])
+    need = sum(map(len, rows))
     table: list[list[float]] = []
     kept: set[int] = set()
     for members in rows:

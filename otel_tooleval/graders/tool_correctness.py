@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,7 +28,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, class_candidates, value_key, weighted_lcs
+from .pairing import assign_classes, class_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 
@@ -176,6 +177,13 @@ class ToolCorrectnessGrader:
         self.blocks: dict[tuple[str, str], list[int]] = {}
         for i, t in enumerate(tools):
             self.blocks.setdefault((t.name, t.type), []).append(i)
+        # Per block, its expected tools in classes of equal keys (in order of first index).
+        self.row_classes: dict[tuple[str, str], list[list[int]]] = {}
+        for block, entries in self.blocks.items():
+            by_key: dict[Any, list[int]] = {}
+            for i in entries:
+                by_key.setdefault(self.keys[i], []).append(i)
+            self.row_classes[block] = list(by_key.values())
         self.names = frozenset(t.name for t in tools)
 
     # -- pair scores ------------------------------------------------------------------------------
@@ -191,17 +199,9 @@ class ToolCorrectnessGrader:
             score = 0.0
         return score
 
-    def _call_key(self, call: ToolCall) -> Any:
-        """Calls with equal keys score alike against every expected tool."""
-        args: Any = None
-        if self.use_args:
-            raw = call.raw_arguments
-            args = (raw, id(call.envelope)) if raw.__class__ is str else value_key(
-                _arguments(call))
-        return args, self._output_key(call) if self.use_output else None
-
     @staticmethod
     def _output_key(call: ToolCall) -> Any:
+        """Calls of one argument class with equal keys score alike against every tool."""
         raw = call.raw_result
         return _PENDING if call.pending else (
             (raw, id(call.envelope), call.error) if raw.__class__ is str
@@ -243,22 +243,14 @@ class ToolCorrectnessGrader:
                            self._explain(calls, pairs, score, exact), details)
 
     def _assigned(self, run: AgentRun) -> tuple[list[tuple[int, int, float]], bool]:
-        groups = run.calls_by_name()
+        calls = run.calls
         pairs: list[tuple[int, int, float]] = []
         exact = True
-        for (tool, type_), entries in self.blocks.items():
-            calls = [c for c in groups.get(tool, ()) if call_type(c) == type_]
-            if not calls:
-                continue
-
-            def weight(r: int, c: int, e: list[int] = entries, cs: list[ToolCall] = calls
-                       ) -> float:
-                return self.pair_score(e[r], cs[c])
-
-            found = assign([self.keys[i] for i in entries], [self._call_key(c) for c in calls],
-                           weight)
+        for block, classes in self._column_classes(run).items():
+            found = assign_classes(self.row_classes[block], classes,
+                                   lambda i, j: self.pair_score(i, calls[j]))
             exact = exact and found.exact
-            pairs.extend((entries[r], calls[c].index, s) for r, c, s in found.pairs)
+            pairs.extend(found.pairs)
         pairs.sort()
         return pairs, exact
 
@@ -275,7 +267,9 @@ class ToolCorrectnessGrader:
 
     def _column_classes(self, run: AgentRun) -> dict[tuple[str, str], list[Sequence[int]]]:
         """Per (name, type) block, the run's calls in classes that score alike against every
-        expected tool: the run's argument classes, split by output when OUTPUT is graded."""
+        expected tool, each in call order, classes in order of their first call: the run's
+        argument classes merged by what is graded (arguments equal as recorded, else as values;
+        none when arguments are not graded), split by output when OUTPUT is."""
         by_args = run.argument_classes()
         calls = run.calls
         out: dict[tuple[str, str], list[Sequence[int]]] = {}
@@ -284,7 +278,18 @@ class ToolCorrectnessGrader:
             if not found:
                 continue
             mcp = type_ == "MCP"
-            classes = [m for (_, _, server), m in found.items() if bool(server) == mcp]
+            merged: dict[Any, list[Sequence[int]]] = {}
+            for (raw, envelope, server), members in found.items():
+                if bool(server) != mcp:
+                    continue
+                key: Any = None
+                if self.use_args:
+                    key = (raw, envelope) if raw.__class__ is str else value_key(
+                        _arguments(calls[members[0]]))
+                merged.setdefault(key, []).append(members)
+            classes: list[Sequence[int]] = [
+                parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts))
+                for parts in merged.values()]
             if self.use_output:
                 split: list[Sequence[int]] = []
                 for members in classes:
@@ -294,6 +299,7 @@ class ToolCorrectnessGrader:
                     split.extend(by_output.values())
                 classes = split
             if classes:
+                classes.sort(key=lambda m: m[0])
                 out[(name, type_)] = classes
         return out
 
