@@ -7,8 +7,8 @@ A standalone script, not a pytest test::
                                        [--no-tracemalloc] [--full] [--downstream-queue 2048]
                                        [--max-open-runs N]
 
-Every grader family is configured (``examples/all_families.yaml``: tool-calls, tool_trajectory,
-equal_function_sets, a letta tool grader, tool-call-order), with every emit channel on, on a
+Every grader family is configured (``examples/all_families.yaml``, one grader of each registered
+family), with every emit channel on, on a
 real ``TracerProvider`` whose processor forwards to a ``BatchSpanProcessor`` with an exporter
 that drops everything, and real meter and logger providers.
 
