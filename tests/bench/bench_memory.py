@@ -8,9 +8,9 @@ A standalone script, not a pytest test::
                                        [--max-open-runs N]
 
 Every grader family is configured (``examples/all_families.yaml``, one grader of each registered
-family), with every emit channel on, on a
-real ``TracerProvider`` whose processor forwards to a ``BatchSpanProcessor`` with an exporter
-that drops everything, and real meter and logger providers.
+family), with every emit channel on, on a real ``TracerProvider`` whose processor forwards to a
+``BatchSpanProcessor`` with an exporter that drops everything, and real meter and logger
+providers.
 
 1. Steady state. Agent runs of ``--run-calls`` tool calls (and a model call every fifth call
    and a final answer) are traced until ``--spans`` spans have been graded, after a warm-up
