@@ -28,7 +28,8 @@ from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import chain
+from itertools import accumulate, chain, compress, repeat
+from operator import ne
 from typing import Any
 
 from .matching import check_budget
@@ -48,6 +49,11 @@ __all__ = [
 #: Above this many (row class x kept column class) pairs in one block, ``assign`` pairs
 #: greedily. 4,096 keeps the exact solver within a few milliseconds (docs/performance.md).
 EXACT_CLASS_PAIRS = 4096
+
+#: A DP row is computed dense (a copy and a maximum in C over the run's length) when this many
+#: times its sparse work (steps + candidates visited) exceeds the run's length: the sparse walk
+#: is Python, about this many times dearer per cell.
+DENSE_FACTOR = 8
 
 Weight = Callable[[int, int], float]
 
@@ -313,7 +319,7 @@ def _grouped(found: tuple[Sequence[int], Sequence[float]] | ScoredColumns) -> Sc
 Stairs = tuple[list[int], list[Any]]
 
 
-def _stairs(n_rows: int, candidates: Candidates, gain: Callable[[float], Any]
+def _stairs(n_rows: int, n_cols: int, candidates: Candidates, gain: Callable[[float], Any]
             ) -> tuple[list[Stairs], list[ScoredColumns]]:
     """The rows of an order-preserving DP, each kept as its staircase.
 
@@ -321,23 +327,40 @@ def _stairs(n_rows: int, candidates: Candidates, gain: Callable[[float], Any]
     take, row r's total at c plus ``gain(score)`` (pairs with a gain <= 0 are not formed). Only
     the cells where names match are visited: for each step of row r and each score group, the
     first column of the group inside the step (later ones give the same total further right),
-    found by bisection when the group has more columns than the row has steps. Exactly the
-    values of the dense table (the same sums, the same maxima), in time linear in the steps
-    and candidates, not in the calls.
+    found by bisection when the group has more columns than the row has steps. A row whose
+    steps and candidates come near the run's length (many distinct scores for one tool) is
+    computed as a dense row instead, its maximum in C. Either way exactly the values of the
+    dense table (the same sums, the same maxima).
     """
     stairs: list[Stairs] = [([0], [0])]
     rows: list[ScoredColumns] = []
+    dense: list[Any] | None = None        # the previous row, dense, when it was computed so
     for r in range(n_rows):
         check_budget()
         xs, vs = stairs[-1]
         row = _grouped(candidates(r))
         rows.append(row)
+        live = [(g, columns) for g, columns in ((gain(score), columns)
+                                                 for score, columns in row.groups)
+                if g > 0 and columns]
+        if not live:
+            stairs.append(stairs[-1])
+            continue
         k_steps = len(xs)
+        if DENSE_FACTOR * (k_steps + sum(min(k_steps, len(c)) for _, c in live)) > n_cols:
+            if dense is None:
+                dense = _expand(xs, vs, n_cols)
+            cand = dense[:]
+            for g, columns in live:
+                for c in columns:
+                    cand[c + 1] = max(cand[c + 1], dense[c] + g)
+            dense = list(accumulate(cand, max))
+            rises = [0, *compress(range(1, n_cols + 1), map(ne, dense[1:], dense[:-1]))]
+            stairs.append((rises, list(map(dense.__getitem__, rises))))
+            continue
+        dense = None
         points: list[tuple[int, Any]] = []
-        for score, columns in row.groups:
-            g = gain(score)
-            if g <= 0 or not columns:
-                continue
+        for g, columns in live:
             m = len(columns)
             if k_steps < m:
                 i = 0
@@ -358,10 +381,7 @@ def _stairs(n_rows: int, candidates: Candidates, gain: Callable[[float], Any]
                     if k != seen:
                         points.append((c + 1, vs[k] + g))
                         seen = k
-        if not points:
-            stairs.append(stairs[-1])
-            continue
-        if len(row.groups) > 1:
+        if len(live) > 1:
             points.sort()
         new_x, new_v = [0], [vs[0]]
         best = vs[0]
@@ -384,6 +404,14 @@ def _stairs(n_rows: int, candidates: Candidates, gain: Callable[[float], Any]
     return stairs, rows
 
 
+def _expand(xs: Sequence[int], vs: Sequence[Any], n_cols: int) -> list[Any]:
+    """A staircase as its dense row of n_cols + 1 totals."""
+    out: list[Any] = []
+    for k, x in enumerate(xs):
+        out.extend(repeat(vs[k], (xs[k + 1] if k + 1 < len(xs) else n_cols + 1) - x))
+    return out
+
+
 def _value(stairs: Stairs, x: int) -> Any:
     xs, vs = stairs
     return vs[bisect_right(xs, x) - 1]
@@ -397,7 +425,7 @@ def weighted_lcs(n_rows: int, n_cols: int, candidates: Candidates
     pairs scoring 0 add nothing and are not formed. Returns (total, pairs). Time and memory
     grow with the candidates and the steps of each row's staircase, not with rows x columns.
     """
-    stairs, rows = _stairs(n_rows, candidates, lambda score: score)
+    stairs, rows = _stairs(n_rows, n_cols, candidates, lambda score: score)
     return _value(stairs[-1], n_cols), _trace(stairs, rows, n_rows, n_cols)
 
 
@@ -411,7 +439,8 @@ def longest_then_best(n_rows: int, n_cols: int, candidates: Candidates, scale: i
     ``length * (n_rows * scale + 1) + total * scale``, which orders as (length, total).
     """
     big = n_rows * scale + 1
-    stairs, rows = _stairs(n_rows, candidates, lambda score: big + round(score * scale))
+    stairs, rows = _stairs(n_rows, n_cols, candidates,
+                          lambda score: big + round(score * scale))
     return _trace(stairs, rows, n_rows, n_cols)
 
 
