@@ -51,9 +51,9 @@ __all__ = [
 EXACT_CLASS_PAIRS = 4096
 
 #: A DP row is computed dense (a copy and a maximum in C over the run's length) when this many
-#: times its sparse work (steps + candidates visited) exceeds the run's length: the sparse walk
-#: is Python, about this many times dearer per cell.
-DENSE_FACTOR = 8
+#: times its sparse work (steps + candidates visited) exceeds the run's length: a sparse cell is
+#: Python, about twice a dense one (measured on the bench's runs and on dense random blocks).
+DENSE_FACTOR = 2
 
 Weight = Callable[[int, int], float]
 
