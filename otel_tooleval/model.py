@@ -10,6 +10,7 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
@@ -159,6 +160,41 @@ class ToolCall:
     __hash__ = None  # type: ignore[assignment]
 
 
+def _argument_classes(calls: Sequence[ToolCall]) -> dict[str, dict[Any, list[int]]]:
+    """``AgentRun.argument_classes``: grouped in C (attribute tuples as dict keys) when the
+    calls share one envelope and their arguments are hashable, else call by call."""
+    flat: dict[tuple[str, Any, str | None], list[int]] = {}
+    if len(set(map(id, map(_ENVELOPE, calls)))) <= 1:
+        try:
+            for i, key in enumerate(map(_CLASS_KEY, calls)):
+                members = flat.get(key)
+                if members is None:
+                    flat[key] = [i]
+                else:
+                    members.append(i)
+        except TypeError:           # unhashable arguments, recorded as values
+            flat = {}
+    classes: dict[str, dict[Any, list[int]]] = {}
+    if flat or not calls:
+        for (name, raw, server), members in flat.items():
+            by_args = classes.setdefault(name, {})
+            if raw.__class__ is str:
+                by_args[(raw, 0, server)] = members
+            else:                   # values, not text: each call a class of its own
+                for i in members:
+                    by_args[(i, 0, server)] = [i]
+        return classes
+    for i, call in enumerate(calls):
+        raw = call.raw_arguments
+        key = (raw if raw.__class__ is str else i, id(call.envelope), call.server)
+        classes.setdefault(call.name, {}).setdefault(key, []).append(i)
+    return classes
+
+
+_ENVELOPE = attrgetter("envelope")
+_CLASS_KEY = attrgetter("name", "raw_arguments", "server")
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRun:
     """One agent run: a root span and the tool calls below it, ordered by start time."""
@@ -191,6 +227,21 @@ class AgentRun:
                     group.append(call)
             self._derived["by_name"] = groups
         return groups
+
+    def argument_classes(self) -> Mapping[str, Mapping[Any, Sequence[int]]]:
+        """The call indexes grouped by tool name, then into classes of calls with equal
+        arguments and server, in call order; computed once, shared by graders.
+
+        Calls share a class when they recorded the same argument text, read through the same
+        envelope, from the same server, so a grader can decode and score one call per class
+        (a run's calls repeat their arguments more often than not). Arguments recorded as
+        anything but text are a class of their own call. Equal arguments written differently
+        may fall in different classes: a class is a guarantee of equality, not its test.
+        """
+        classes = self._derived.get("argument_classes")
+        if classes is None:
+            classes = self._derived["argument_classes"] = _argument_classes(self.calls)
+        return classes
 
     @property
     def final_output(self) -> str | None:

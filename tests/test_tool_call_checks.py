@@ -306,6 +306,38 @@ def test_max_matching_is_maximum_on_random_graphs() -> None:
         assert len(used) == brute_force_matching(candidates)
 
 
+
+def test_max_matching_with_shared_candidate_lists_pairs_as_with_copies() -> None:
+    # Entries sharing a list are not searched again once one failed: same pairing, exactly.
+    rng = random.Random(9)
+    for _ in range(300):
+        calls = rng.randint(0, 6)
+        lists = [sorted(rng.sample(range(calls), rng.randint(0, calls))) for _ in range(3)]
+        shared = [rng.choice(lists) for _ in range(rng.randint(0, 9))]
+        copies = [list(c) for c in shared]
+        assert max_matching(shared) == max_matching(copies)
+        if len(copies) <= 5:
+            assert sum(p is not None for p in max_matching(shared)) == brute_force_matching(
+                copies)
+
+
+class CountingList(list[int]):
+    iterations = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        CountingList.iterations += 1
+        return super().__iter__()
+
+
+def test_max_matching_searches_once_for_duplicates_beyond_the_calls() -> None:
+    CountingList.iterations = 0
+    reads = CountingList(range(10))
+    paired = max_matching([reads] * 200)
+    assert paired[:10] == list(range(10)) and paired[10:] == [None] * 190
+    # 10 direct pairs, then one failed search (one pass per entry it reaches); without the
+    # skip, each of the 190 duplicates would walk all ten paired entries again (about 2,000).
+    assert CountingList.iterations < 30
+
 def test_type_ids_and_evaluator_names() -> None:
     for type_, body, family in [
         ("ToolCallCountEvaluator", {"tool_calls_count": {"a": ["==", 1]}}, "tool-call-count"),

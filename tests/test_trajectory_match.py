@@ -438,3 +438,19 @@ def test_max_pairing_groups_identical_entries_and_is_order_free() -> None:
     assert sorted(p for p in paired if p is not None) == [0, 1, 2]
     assert paired[0] == 1
     assert max_pairing(list(reversed(refs_)), calls, lambda _: superset).count(None) == 0
+
+
+def test_max_pairing_remembers_reference_keys_across_runs() -> None:
+    superset, exact = rule_of("superset"), rule_of("exact")
+    rules = {"s": superset, "e": exact}
+    refs_ = [("s", {"a": 1}), ("e", {"b": [1, 2]}), ("s", {"a": 1})] * 3
+    first = [ToolCall("s", 0, raw_arguments='{"a": 1, "z": 0}'),
+             ToolCall("e", 1, raw_arguments='{"b": [1, 2.0]}')]
+    second = [ToolCall("e", 0, raw_arguments='{"b": [2, 1]}'),
+              ToolCall("s", 1, raw_arguments='{"a": 1}'), ToolCall("s", 2, raw_arguments="{}")]
+    keys: dict[tuple[str, int], object] = {}
+    for calls in (first, second, first):
+        assert max_pairing(refs_, calls, rules.__getitem__, keys) == max_pairing(
+            refs_, calls, rules.__getitem__)
+    assert len(keys) == 3                   # one per distinct args object, computed once
+    assert keys[("e", id(refs_[1][1]))] == canonical({"b": [1, 2]})

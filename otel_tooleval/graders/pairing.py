@@ -12,18 +12,24 @@ Three pairings, each maximising the total of pair scores in [0, 1]:
   calls per tool costs about what a 10-call run does. A block with more than
   ``EXACT_CLASS_PAIRS`` (row class x kept column class) pairs is paired greedily by descending
   score instead (at least half the optimum), and the result says so.
-- ``weighted_lcs``: an order-preserving pairing (DeepEval's ``should_consider_ordering``), a
-  row-by-row DP whose per-row maximum runs in C (``itertools.accumulate``).
+- ``weighted_lcs``: an order-preserving pairing (DeepEval's ``should_consider_ordering``).
 - ``longest_then_best``: among the longest order-preserving pairings of equal names, the one
   with the highest total (Ragas' ``strict_order``).
+
+Both DPs keep each row as a staircase (where its best total rises) and visit only the cells
+where names match, one per score class and step, so a 1,000-call run against a dozen entries
+costs about what a 100-call run does; with ``class_candidates`` each (entry class, call class)
+is scored once.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import deque
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
+from itertools import accumulate, chain, compress, repeat
+from operator import ne
 from typing import Any
 
 from .matching import check_budget
@@ -31,9 +37,11 @@ from .matching import check_budget
 __all__ = [
     "EXACT_CLASS_PAIRS",
     "Assignment",
+    "ScoredColumns",
     "assign",
+    "assign_classes",
+    "class_candidates",
     "longest_then_best",
-    "memoised_candidates",
     "value_key",
     "weighted_lcs",
 ]
@@ -41,6 +49,11 @@ __all__ = [
 #: Above this many (row class x kept column class) pairs in one block, ``assign`` pairs
 #: greedily. 4,096 keeps the exact solver within a few milliseconds (docs/performance.md).
 EXACT_CLASS_PAIRS = 4096
+
+#: A DP row is computed dense (a copy and a maximum in C over the run's length) when this many
+#: times its sparse work (steps + candidates visited) exceeds the run's length: a sparse cell is
+#: Python, about twice a dense one (measured on the bench's runs and on dense random blocks).
+DENSE_FACTOR = 2
 
 Weight = Callable[[int, int], float]
 
@@ -83,9 +96,17 @@ def assign(row_keys: Sequence[Hashable], col_keys: Sequence[Hashable], weight: W
     """
     if not row_keys or not col_keys:
         return Assignment([])
-    rows = _classes(row_keys)
-    cols = _classes(col_keys)
-    need = len(row_keys)
+    return assign_classes(_classes(row_keys), _classes(col_keys), weight)
+
+
+def assign_classes(rows: Sequence[Sequence[int]], cols: Sequence[Sequence[int]], weight: Weight
+                   ) -> Assignment:
+    """``assign`` on classes already formed: ``rows`` and ``cols`` list the ids of each class
+    (ascending, classes in order of their first id), ``weight(r, c)`` takes ids and is asked
+    once per (row class, column class); the pairs are (row id, column id, score)."""
+    if not rows or not cols:
+        return Assignment([])
+    need = sum(map(len, rows))
     table: list[list[float]] = []
     kept: set[int] = set()
     for members in rows:
@@ -236,36 +257,164 @@ def _greedy(supply: list[int], capacity: list[int], weights: list[list[float]]
     return flow
 
 
-Candidates = Callable[[int], tuple[Sequence[int], Sequence[float]]]
+@dataclass(frozen=True, slots=True)
+class ScoredColumns:
+    """One row's candidate columns for the DPs below, grouped by score: ``groups`` holds
+    (score, ascending columns) with each column in one group. Rows of one class share it."""
+
+    groups: tuple[tuple[float, Sequence[int]], ...]
+
+    def score_at(self, column: int) -> float:
+        for score, columns in self.groups:
+            i = bisect_left(columns, column)
+            if i < len(columns) and columns[i] == column:
+                return score
+        raise KeyError(column)
 
 
-def memoised_candidates(row_keys: Sequence[Hashable], columns: Callable[[int], Sequence[int]],
-                        col_key: Callable[[int], Hashable], weight: Weight) -> Candidates:
-    """``candidates`` for the DPs below, scoring each (row class, column class) once: rows
-    with equal keys (and equal ``columns``) share their score lists, columns with equal keys
-    their scores (a run's calls repeat their arguments more often than not)."""
-    lists: dict[Hashable, tuple[Sequence[int], list[float]]] = {}
-    col_keys: dict[int, Hashable] = {}
-    scores: dict[tuple[Hashable, Hashable], float] = {}
+#: ``candidates(r)`` for the DPs: row ``r``'s columns (ascending) and their scores, or the
+#: same already grouped by score.
+Candidates = Callable[[int], "tuple[Sequence[int], Sequence[float]] | ScoredColumns"]
 
-    def candidates(r: int) -> tuple[Sequence[int], Sequence[float]]:
-        cols = columns(r)
-        found = lists.get((row_keys[r], id(cols)))
-        if found is not None:
-            return found
-        out = []
-        for c in cols:
-            key = col_keys.get(c)
-            if key is None:
-                key = col_keys[c] = col_key(c)
-            w = scores.get((row_keys[r], key))
-            if w is None:
-                w = scores[(row_keys[r], key)] = weight(r, c)
-            out.append(w)
-        lists[(row_keys[r], id(cols))] = cols, out
-        return cols, out
+
+def class_candidates(row_keys: Sequence[Hashable],
+                     column_classes: Callable[[int], Sequence[Sequence[int]]],
+                     weight: Weight) -> Callable[[int], ScoredColumns]:
+    """``candidates`` for the DPs below, scoring each (row class, column class) once.
+
+    ``column_classes(r)`` gives the columns row ``r`` may pair with as classes (ascending
+    columns that score alike against every row; the same object for rows of one block), and
+    ``weight(r, c)`` is called for one column of each class. Rows with equal keys and equal
+    ``column_classes`` share their result.
+    """
+    memo: dict[tuple[Hashable, int], ScoredColumns] = {}
+
+    def candidates(r: int) -> ScoredColumns:
+        classes = column_classes(r)
+        key = (row_keys[r], id(classes))
+        found = memo.get(key)
+        if found is None:
+            by_score: dict[float, list[Sequence[int]]] = {}
+            for members in classes:
+                by_score.setdefault(weight(r, members[0]), []).append(members)
+            found = memo[key] = ScoredColumns(tuple(
+                (score, parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts)))
+                for score, parts in by_score.items()))
+        return found
 
     return candidates
+
+
+def _grouped(found: tuple[Sequence[int], Sequence[float]] | ScoredColumns) -> ScoredColumns:
+    if isinstance(found, ScoredColumns):
+        return found
+    by_score: dict[float, list[int]] = {}
+    for c, w in zip(*found):
+        by_score.setdefault(w, []).append(c)
+    return ScoredColumns(tuple(by_score.items()))
+
+
+#: A row of a DP as a staircase: the prefix counts where the best total rises, and the totals
+#: from there on (the dense row's value at x is the total of the last step at or before x).
+Stairs = tuple[list[int], list[Any]]
+
+
+def _stairs(n_rows: int, n_cols: int, candidates: Candidates, gain: Callable[[float], Any]
+            ) -> tuple[list[Stairs], list[ScoredColumns]]:
+    """The rows of an order-preserving DP, each kept as its staircase.
+
+    Row r + 1's total at x is the best of row r's at x and, for each column c < x row r may
+    take, row r's total at c plus ``gain(score)`` (pairs with a gain <= 0 are not formed). Only
+    the cells where names match are visited: for each step of row r and each score group, the
+    first column of the group inside the step (later ones give the same total further right),
+    found by bisection when the group has more columns than the row has steps. A row whose
+    steps and candidates come near the run's length (many distinct scores for one tool) is
+    computed as a dense row instead, its maximum in C. Either way exactly the values of the
+    dense table (the same sums, the same maxima).
+    """
+    stairs: list[Stairs] = [([0], [0])]
+    rows: list[ScoredColumns] = []
+    dense: list[Any] | None = None        # the previous row, dense, when it was computed so
+    for r in range(n_rows):
+        check_budget()
+        xs, vs = stairs[-1]
+        row = _grouped(candidates(r))
+        rows.append(row)
+        live = [(g, columns) for g, columns in ((gain(score), columns)
+                                                 for score, columns in row.groups)
+                if g > 0 and columns]
+        if not live:
+            stairs.append(stairs[-1])
+            continue
+        k_steps = len(xs)
+        if DENSE_FACTOR * (k_steps + sum(min(k_steps, len(c)) for _, c in live)) > n_cols:
+            if dense is None:
+                dense = _expand(xs, vs, n_cols)
+            cand = dense[:]
+            for g, columns in live:
+                for c in columns:
+                    cand[c + 1] = max(cand[c + 1], dense[c] + g)
+            dense = list(accumulate(cand, max))
+            rises = [0, *compress(range(1, n_cols + 1), map(ne, dense[1:], dense[:-1]))]
+            stairs.append((rises, list(map(dense.__getitem__, rises))))
+            continue
+        dense = None
+        points: list[tuple[int, Any]] = []
+        for g, columns in live:
+            m = len(columns)
+            if k_steps < m:
+                i = 0
+                for k in range(k_steps):
+                    i = bisect_left(columns, xs[k], i)
+                    if i == m:
+                        break
+                    c = columns[i]
+                    if k + 1 == k_steps or c < xs[k + 1]:
+                        points.append((c + 1, vs[k] + g))
+            else:
+                k, seen, end = 0, -1, columns[-1] + 1
+                limit = xs[1] if k_steps > 1 else end
+                for c in columns:
+                    while c >= limit:
+                        k += 1
+                        limit = xs[k + 1] if k + 1 < k_steps else end
+                    if k != seen:
+                        points.append((c + 1, vs[k] + g))
+                        seen = k
+        if len(live) > 1:
+            points.sort()
+        new_x, new_v = [0], [vs[0]]
+        best = vs[0]
+        i, j, n_points = 1, 0, len(points)
+        while i < k_steps or j < n_points:
+            if j == n_points or (i < k_steps and xs[i] <= points[j][0]):
+                x, v = xs[i], vs[i]
+                i += 1
+            else:
+                x, v = points[j]
+                j += 1
+            if v > best:
+                best = v
+                if new_x[-1] == x:
+                    new_v[-1] = v
+                else:
+                    new_x.append(x)
+                    new_v.append(v)
+        stairs.append((new_x, new_v))
+    return stairs, rows
+
+
+def _expand(xs: Sequence[int], vs: Sequence[Any], n_cols: int) -> list[Any]:
+    """A staircase as its dense row of n_cols + 1 totals."""
+    out: list[Any] = []
+    for k, x in enumerate(xs):
+        out.extend(repeat(vs[k], (xs[k + 1] if k + 1 < len(xs) else n_cols + 1) - x))
+    return out
+
+
+def _value(stairs: Stairs, x: int) -> Any:
+    xs, vs = stairs
+    return vs[bisect_right(xs, x) - 1]
 
 
 def weighted_lcs(n_rows: int, n_cols: int, candidates: Candidates
@@ -273,25 +422,11 @@ def weighted_lcs(n_rows: int, n_cols: int, candidates: Candidates
     """The order-preserving pairing with the highest total (DeepEval's weighted LCS).
 
     ``candidates(r)`` gives the columns row ``r`` may pair with (ascending) and their scores;
-    pairs scoring 0 add nothing and are not formed. Returns (total, pairs). Memory: one row
-    of totals per row that has candidates (for the trace-back).
+    pairs scoring 0 add nothing and are not formed. Returns (total, pairs). Time and memory
+    grow with the candidates and the steps of each row's staircase, not with rows x columns.
     """
-    rows: list[list[float]] = [[0.0] * (n_cols + 1)]
-    scores: list[dict[int, float]] = []
-    for r in range(n_rows):
-        check_budget()
-        previous = rows[-1]
-        cand = None
-        cols, weights = candidates(r)
-        for c, w in zip(cols, weights):
-            if w > 0:
-                v = previous[c] + w
-                if cand is None:
-                    cand = previous[:]
-                cand[c + 1] = max(cand[c + 1], v)
-        scores.append(dict(zip(cols, weights)) if cand is not None else {})
-        rows.append(previous if cand is None else list(accumulate(cand, max)))
-    return rows[-1][-1], _trace(rows, scores, n_rows, n_cols)
+    stairs, rows = _stairs(n_rows, n_cols, candidates, lambda score: score)
+    return _value(stairs[-1], n_cols), _trace(stairs, rows, n_rows, n_cols)
 
 
 def longest_then_best(n_rows: int, n_cols: int, candidates: Candidates, scale: int = 1
@@ -301,40 +436,27 @@ def longest_then_best(n_rows: int, n_cols: int, candidates: Candidates, scale: i
 
     Scores must be multiples of ``1 / scale`` (Ragas' are hits / reference keys: ``scale`` is
     the least common multiple of the key counts). A DP cell is then one exact integer,
-    ``length * (n_rows * scale + 1) + total * scale``, which orders as (length, total) and
-    keeps the per-row maximum in C.
+    ``length * (n_rows * scale + 1) + total * scale``, which orders as (length, total).
     """
     big = n_rows * scale + 1
-    rows: list[list[int]] = [[0] * (n_cols + 1)]
-    scores: list[dict[int, float]] = []
-    for r in range(n_rows):
-        check_budget()
-        previous = rows[-1]
-        cand = None
-        cols, weights = candidates(r)
-        for c, w in zip(cols, weights):
-            v = previous[c] + big + round(w * scale)
-            if cand is None:
-                cand = previous[:]
-            cand[c + 1] = max(cand[c + 1], v)
-        scores.append(dict(zip(cols, weights)) if cand is not None else {})
-        rows.append(previous if cand is None else list(accumulate(cand, max)))
-    return _trace(rows, scores, n_rows, n_cols)
+    stairs, rows = _stairs(n_rows, n_cols, candidates,
+                          lambda score: big + round(score * scale))
+    return _trace(stairs, rows, n_rows, n_cols)
 
 
-def _trace(rows: Sequence[Sequence[Any]], scores: Sequence[dict[int, float]], r: int, c: int
+def _trace(stairs: Sequence[Stairs], rows: Sequence[ScoredColumns], r: int, x: int
            ) -> list[tuple[int, int, float]]:
-    """The pairs of a DP table, walking back from (r, c): up, else left, else a pair."""
+    """The pairs of a DP, walking back from (r, x) as through the dense table: up while the
+    row above has the same total, else left to the start of the step, where a pair ends."""
     pairs: list[tuple[int, int, float]] = []
-    while r > 0 and c > 0:
-        here = rows[r][c]
-        if here == rows[r - 1][c]:
-            r -= 1
-        elif here == rows[r][c - 1]:
-            c -= 1
-        else:
-            pairs.append((r - 1, c - 1, scores[r - 1][c - 1]))
-            r -= 1
-            c -= 1
+    while r > 0 and x > 0:
+        here, above = stairs[r], stairs[r - 1]
+        if here is not above:
+            xs, vs = here
+            k = bisect_right(xs, x) - 1
+            if vs[k] != _value(above, x):
+                x = xs[k] - 1
+                pairs.append((r - 1, x, rows[r - 1].score_at(x)))
+        r -= 1
     pairs.reverse()
     return pairs

@@ -17,7 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, longest_then_best, memoised_candidates, value_key
+from .pairing import assign, class_candidates, longest_then_best, value_key
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 from .tool_correctness import json_values
@@ -117,11 +117,13 @@ class ToolCallAccuracyGrader:
         refs = self.params.reference_tool_calls
         calls = run.calls
         if self.params.strict_order:
-            groups = run.calls_by_name()
-            positions = {name: [c.index for c in groups.get(name, ())] for name in self.blocks}
-            blocks = [positions[r.name] for r in refs]
-            pairs = longest_then_best(len(refs), len(calls), memoised_candidates(
-                self.keys, blocks.__getitem__, lambda j: call_key(calls[j]),
+            by_args = run.argument_classes()
+            classes = {name: list(by_args[name].values()) for name in self.blocks
+                       if name in by_args}
+            empty: list[list[int]] = []
+            blocks = [classes.get(r.name, empty) for r in refs]
+            pairs = longest_then_best(len(refs), len(calls), class_candidates(
+                self.keys, blocks.__getitem__,
                 lambda i, j: reference_score(refs[i].args, arguments_of(calls[j]))), self.scale)
         else:
             pairs = self._assigned(run)
@@ -143,7 +145,7 @@ class ToolCallAccuracyGrader:
             "strict_order": self.params.strict_order, "threshold": self.params.threshold,
             "pairs": rows, "denominator": denominator,
             "unmatched_reference": [i for i in range(len(refs)) if i not in paired],
-            "unpaired_calls": [c.index for c in calls if c.index not in used],
+            "unpaired_calls": sorted(set(range(len(calls))).difference(used)),
         }
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            self._explain(calls, pairs, details, score), details)
@@ -187,16 +189,18 @@ class ToolCallAccuracyGrader:
         extra = details["unpaired_calls"]
         if extra:
             problems.append(f"{len(extra)} extra call(s) at "
-                            + _listing([f"#{j}" for j in extra]))
+                            + _listing([f"#{j}" for j in extra[:3]], total=len(extra)))
         if not problems:
             return f"All {len(refs)} reference calls were matched {how} with equal arguments."
         return (f"Score {score:.2f} ({len(pairs)} of {len(refs)} reference calls paired "
                 f"{how}, over {details['denominator']}); " + "; ".join(problems) + ".")
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
+def _listing(items: Sequence[str], limit: int = 3, total: int | None = None) -> str:
+    """The first ``limit`` items, and how many more of ``total`` (default: all items)."""
+    total = len(items) if total is None else total
     shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool

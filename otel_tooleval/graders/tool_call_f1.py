@@ -9,6 +9,7 @@ or 0, rounded to 4 decimals. No calls on either side: 1.0.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,23 +51,21 @@ class ToolCallF1Grader:
     def grade(self, run: AgentRun) -> GradeResult:
         refs = self.params.reference_tool_calls
         calls = run.calls
-        left = {key: iter(entries) for key, entries in self.wanted.items()}
-        pairs: list[tuple[int, ToolCall]] = []
-        keys: dict[Any, Any] = {}   # recorded argument text -> value key: decode each once
-        for call in calls:          # each call takes the first unused equal reference call
-            if call.name not in self.names:
+        # Each call takes the first unused equal reference call, in call order: per (name,
+        # value key), the k-th such call pairs with the k-th reference. Decoded and keyed once
+        # per argument class.
+        found: dict[Any, list[Sequence[int]]] = {}
+        for name, classes in run.argument_classes().items():
+            if name not in self.names:
                 continue
-            raw = call.raw_arguments
-            if raw.__class__ is str:
-                key = keys.get((raw, id(call.envelope)))
-                if key is None:
-                    key = keys[(raw, id(call.envelope))] = value_key(arguments_of(call))
-            else:
-                key = value_key(arguments_of(call))
-            entries = left.get((call.name, key))
-            i = next(entries, None) if entries is not None else None
-            if i is not None:
-                pairs.append((i, call))
+            for members in classes.values():
+                key = (name, value_key(arguments_of(calls[members[0]])))
+                if key in self.wanted:
+                    found.setdefault(key, []).append(members)
+        pairs: list[tuple[int, ToolCall]] = []
+        for key, parts in found.items():
+            members = parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts))
+            pairs.extend((i, calls[j]) for i, j in zip(self.wanted[key], members))
         tp = len(pairs)
         fp, fn = len(calls) - tp, len(refs) - tp
         precision = tp / (tp + fp) if tp + fp else 0.0
@@ -92,7 +91,7 @@ class ToolCallF1Grader:
             "precision": precision, "recall": recall, "threshold": self.params.threshold,
             "pairs": rows,
             "unmatched_reference": [i for i in range(len(refs)) if i not in paired],
-            "unexpected_calls": [c.index for c in calls if c.index not in used],
+            "unexpected_calls": sorted(set(range(len(calls))).difference(used)),
         }
         return GradeResult(self.name, TYPE, f1, passed, "pass" if passed else "fail",
                            _explain(refs, calls, details, f1), details)
@@ -109,14 +108,16 @@ def _explain(refs: Sequence[ReferenceCall], calls: Sequence[ToolCall],
         missed = [f"{refs[i].name!r} (reference {i})" for i in details["unmatched_reference"]]
         problems.append("missing: " + _listing(missed))
     if fp:
-        extra = [f"#{j} {calls[j].name!r}" for j in details["unexpected_calls"]]
-        problems.append(f"{fp} call(s) not in the reference: " + _listing(extra))
+        extra = [f"#{j} {calls[j].name!r}" for j in details["unexpected_calls"][:3]]
+        problems.append(f"{fp} call(s) not in the reference: " + _listing(extra, total=fp))
     return text + ("; " + "; ".join(problems) if problems else "") + "."
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
+def _listing(items: Sequence[str], limit: int = 3, total: int | None = None) -> str:
+    """The first ``limit`` items, and how many more of ``total`` (default: all items)."""
+    total = len(items) if total is None else total
     shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolCallF1Grader:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from itertools import chain
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -27,7 +28,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
-from .pairing import assign, memoised_candidates, value_key, weighted_lcs
+from .pairing import assign_classes, class_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 
@@ -176,6 +177,13 @@ class ToolCorrectnessGrader:
         self.blocks: dict[tuple[str, str], list[int]] = {}
         for i, t in enumerate(tools):
             self.blocks.setdefault((t.name, t.type), []).append(i)
+        # Per block, its expected tools in classes of equal keys (in order of first index).
+        self.row_classes: dict[tuple[str, str], list[list[int]]] = {}
+        for block, entries in self.blocks.items():
+            by_key: dict[Any, list[int]] = {}
+            for i in entries:
+                by_key.setdefault(self.keys[i], []).append(i)
+            self.row_classes[block] = list(by_key.values())
         self.names = frozenset(t.name for t in tools)
 
     # -- pair scores ------------------------------------------------------------------------------
@@ -191,20 +199,13 @@ class ToolCorrectnessGrader:
             score = 0.0
         return score
 
-    def _call_key(self, call: ToolCall) -> Any:
-        """Calls with equal keys score alike against every expected tool."""
-        args: Any = None
-        if self.use_args:
-            raw = call.raw_arguments
-            args = (raw, id(call.envelope)) if raw.__class__ is str else value_key(
-                _arguments(call))
-        out: Any = None
-        if self.use_output:
-            raw = call.raw_result
-            out = _PENDING if call.pending else (
-                (raw, id(call.envelope), call.error) if raw.__class__ is str
-                else value_key(_output(call)))
-        return args, out
+    @staticmethod
+    def _output_key(call: ToolCall) -> Any:
+        """Calls of one argument class with equal keys score alike against every tool."""
+        raw = call.raw_result
+        return _PENDING if call.pending else (
+            (raw, id(call.envelope), call.error) if raw.__class__ is str
+            else value_key(_output(call)))
 
     def _same(self, i: int, call: ToolCall) -> bool:
         tool = self.params.expected_tools[i]
@@ -229,7 +230,7 @@ class ToolCorrectnessGrader:
                 pairs = [(i, i, 1.0) for i in range(n)]
         else:
             if self.mode == "ordering":
-                pairs = self._ordered(calls)
+                pairs = self._ordered(run)
             else:
                 pairs, exact = self._assigned(run)
             total = sum(s for _, _, s in pairs)
@@ -242,38 +243,65 @@ class ToolCorrectnessGrader:
                            self._explain(calls, pairs, score, exact), details)
 
     def _assigned(self, run: AgentRun) -> tuple[list[tuple[int, int, float]], bool]:
-        groups = run.calls_by_name()
+        calls = run.calls
         pairs: list[tuple[int, int, float]] = []
         exact = True
-        for (tool, type_), entries in self.blocks.items():
-            calls = [c for c in groups.get(tool, ()) if call_type(c) == type_]
-            if not calls:
-                continue
-
-            def weight(r: int, c: int, e: list[int] = entries, cs: list[ToolCall] = calls
-                       ) -> float:
-                return self.pair_score(e[r], cs[c])
-
-            found = assign([self.keys[i] for i in entries], [self._call_key(c) for c in calls],
-                           weight)
+        for block, classes in self._column_classes(run).items():
+            found = assign_classes(self.row_classes[block], classes,
+                                   lambda i, j: self.pair_score(i, calls[j]))
             exact = exact and found.exact
-            pairs.extend((entries[r], calls[c].index, s) for r, c, s in found.pairs)
+            pairs.extend(found.pairs)
         pairs.sort()
         return pairs, exact
 
-    def _ordered(self, calls: Sequence[ToolCall]) -> list[tuple[int, int, float]]:
-        positions: dict[tuple[str, str], list[int]] = {key: [] for key in self.blocks}
-        for c in calls:
-            found = positions.get((c.name, call_type(c))) if c.name in self.names else None
-            if found is not None:
-                found.append(c.index)
+    def _ordered(self, run: AgentRun) -> list[tuple[int, int, float]]:
+        calls = run.calls
+        classes = self._column_classes(run)
+        empty: list[Sequence[int]] = []
         tools = self.params.expected_tools
-        blocks = [positions[(t.name, t.type)] for t in tools]
-        candidates = memoised_candidates(
-            self.keys, blocks.__getitem__, lambda j: self._call_key(calls[j]),
-            lambda i, j: self.pair_score(i, calls[j]))
+        blocks = [classes.get((t.name, t.type), empty) for t in tools]
+        candidates = class_candidates(self.keys, blocks.__getitem__,
+                                      lambda i, j: self.pair_score(i, calls[j]))
         _, pairs = weighted_lcs(len(tools), len(calls), candidates)
         return pairs
+
+    def _column_classes(self, run: AgentRun) -> dict[tuple[str, str], list[Sequence[int]]]:
+        """Per (name, type) block, the run's calls in classes that score alike against every
+        expected tool, each in call order, classes in order of their first call: the run's
+        argument classes merged by what is graded (arguments equal as recorded, else as values;
+        none when arguments are not graded), split by output when OUTPUT is."""
+        by_args = run.argument_classes()
+        calls = run.calls
+        out: dict[tuple[str, str], list[Sequence[int]]] = {}
+        for name, type_ in self.blocks:
+            found = by_args.get(name)
+            if not found:
+                continue
+            mcp = type_ == "MCP"
+            merged: dict[Any, list[Sequence[int]]] = {}
+            for (raw, envelope, server), members in found.items():
+                if bool(server) != mcp:
+                    continue
+                key: Any = None
+                if self.use_args:
+                    key = (raw, envelope) if raw.__class__ is str else value_key(
+                        _arguments(calls[members[0]]))
+                merged.setdefault(key, []).append(members)
+            classes: list[Sequence[int]] = [
+                parts[0] if len(parts) == 1 else sorted(chain.from_iterable(parts))
+                for parts in merged.values()]
+            if self.use_output:
+                split: list[Sequence[int]] = []
+                for members in classes:
+                    by_output: dict[Any, list[int]] = {}
+                    for j in members:
+                        by_output.setdefault(self._output_key(calls[j]), []).append(j)
+                    split.extend(by_output.values())
+                classes = split
+            if classes:
+                classes.sort(key=lambda m: m[0])
+                out[(name, type_)] = classes
+        return out
 
     # -- reporting ----------------------------------------------------------------------------------
 
@@ -298,7 +326,7 @@ class ToolCorrectnessGrader:
             "pairs": rows,
             "missing": [{"expected": i, "tool": t.name, "type": t.type}
                         for i, t in enumerate(tools) if i not in paired],
-            "unpaired_calls": [c.index for c in calls if c.index not in used],
+            "unpaired_calls": sorted(set(range(len(calls))).difference(used)),
             "assignment": "exact" if exact else "greedy",
         }
 

@@ -215,14 +215,27 @@ def _call_classes(calls: Sequence[CallLike], ids: Sequence[int]) -> list[tuple[A
 
 
 def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]], calls: Sequence[CallLike],
-                rule_for: Callable[[str], ArgsRule]) -> list[int | None]:
+                rule_for: Callable[[str], ArgsRule],
+                ref_keys: dict[tuple[str, int], Hashable] | None = None) -> list[int | None]:
     """Pair reference calls with calls of the same name whose args match, each call used at
     most once, as many pairs as possible (never first-come). A call without recorded arguments
     has empty ones.
 
     Returns, per reference call, the position in ``calls`` of its call or None. Among equal
-    maxima, earlier calls go to earlier reference entries.
+    maxima, earlier calls go to earlier reference entries. ``ref_keys``, a dict the caller keeps
+    for as long as its reference calls live, remembers each one's key (by name and the identity
+    of its args) from run to run.
     """
+    keys: dict[tuple[str, int], Hashable] = {} if ref_keys is None else ref_keys
+
+    def ref_key(i: int, rule: ArgsRule) -> Hashable:
+        name, args = refs[i]
+        found: Hashable = keys.get((name, id(args)), ABSENT)
+        if found is ABSENT:                       # keys may be None ("ignore")
+            found = keys[(name, id(args))] = (rule.key(args) if rule.is_equivalence
+                                              else canonical(args))
+        return found
+
     paired: list[int | None] = [None] * len(refs)
     ref_by_name: dict[str, list[int]] = {}
     for i, (name, _) in enumerate(refs):
@@ -247,7 +260,7 @@ def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]], calls: Sequence[C
                 buckets.setdefault(rule.key(args), []).extend(members)
             taken: dict[Hashable, int] = {}
             for i in ref_ids:
-                key = rule.key(refs[i][1])
+                key = ref_key(i, rule)
                 bucket = buckets.get(key)
                 if bucket is None:
                     continue
@@ -262,12 +275,12 @@ def max_pairing(refs: Sequence[tuple[str, Mapping[str, Any]]], calls: Sequence[C
         shared: dict[Hashable, list[int]] = {}
         candidates: list[list[int]] = []
         for i in ref_ids:
-            ref_key = canonical(refs[i][1])
-            found = shared.get(ref_key)
+            key = ref_key(i, rule)
+            found = shared.get(key)
             if found is None:
                 found = sorted(j for args, members in classes
                                if rule.holds(args, refs[i][1]) for j in members)
-                shared[ref_key] = found
+                shared[key] = found
             candidates.append(found)
         for i, found_call in zip(ref_ids, max_matching(candidates)):
             paired[i] = found_call

@@ -11,7 +11,7 @@ the same calls as a multiset). Pairing is a maximum matching under the args rule
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -245,13 +245,15 @@ class TrajectoryMatchGrader:
         for i, ref in enumerate(self.reference):
             steps.setdefault(ref.step, []).append(i)
         self.ref_steps = list(steps.values())
+        # The reference calls' pairing keys, computed on the first run that needs them.
+        self.ref_keys: dict[tuple[str, int], Hashable] = {}
 
     def rule_for(self, name: str) -> ArgsRule:
         return self.rules.get(name, self.default)
 
     def _pair(self, ref_ids: Sequence[int], calls: Sequence[ToolCall]) -> list[int | None]:
         refs = [(self.reference[i].name, self.reference[i].args) for i in ref_ids]
-        found = max_pairing(refs, calls, self.rule_for)
+        found = max_pairing(refs, calls, self.rule_for, self.ref_keys)
         return [None if j is None else calls[j].index for j in found]
 
     def grade(self, run: AgentRun) -> GradeResult:

@@ -7,10 +7,10 @@ A standalone script, not a pytest test::
                                        [--no-tracemalloc] [--full] [--downstream-queue 2048]
                                        [--max-open-runs N]
 
-Every grader family is configured (``examples/all_families.yaml``: tool-calls, tool_trajectory,
-equal_function_sets, a letta tool grader, tool-call-order), with every emit channel on, on a
-real ``TracerProvider`` whose processor forwards to a ``BatchSpanProcessor`` with an exporter
-that drops everything, and real meter and logger providers.
+Every grader family is configured (``examples/all_families.yaml``, one grader of each registered
+family), with every emit channel on, on a real ``TracerProvider`` whose processor forwards to a
+``BatchSpanProcessor`` with an exporter that drops everything, and real meter and logger
+providers.
 
 1. Steady state. Agent runs of ``--run-calls`` tool calls (and a model call every fifth call
    and a final answer) are traced until ``--spans`` spans have been graded, after a warm-up
