@@ -39,6 +39,7 @@ from . import _exit
 from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
 from .config import ToolEvalConfig, config_from_mapping, load_config
 from .model import RunReport, SpanRecord
+from .sessions.model import SessionReport
 from .tail import TailGrader
 
 __all__ = ["ToolEvalSpanExporter"]
@@ -62,16 +63,26 @@ class ToolEvalSpanExporter(SpanExporter):
         on_report: called on the grading thread with each ``RunReport`` (errors are logged).
         decision_wait: seconds a trace stays open after its local root arrived, for children
             that end after their root. ``force_flush`` skips the rest of the wait.
+        on_session: called on the grading thread with each graded ``SessionReport``
+            (``sessions:`` in the config; errors are logged).
+        id_generator: makes the ids of the session spans (default: random ids).
 
     The SDK's span processors do not pass ``TracerProvider.force_flush()`` on to their
     exporter: call this exporter's ``force_flush()`` (after the provider's) to have every run
     whose root has ended graded and exported now.
+
+    With ``sessions:`` graders, runs are filed under their session across every trace this
+    exporter sees; a session ends after ``sessions.idle_seconds`` without a new run, by
+    :meth:`end_session`, at ``force_flush`` and at ``shutdown`` (within their deadlines), and
+    its span is exported through the wrapped exporter (docs/sessions.md).
     """
 
     def __init__(self, exporter: SpanExporter, config: Any = None, *,
                  meter_provider: Any = None, logger_provider: Any = None,
                  on_report: Callable[[RunReport], None] | None = None,
-                 decision_wait: float = 1.0) -> None:
+                 decision_wait: float = 1.0,
+                 on_session: Callable[[SessionReport], None] | None = None,
+                 id_generator: Any = None) -> None:
         self.exporter = exporter
         self._reported: set[str] = set()
         self._shut_down = False
@@ -86,6 +97,8 @@ class ToolEvalSpanExporter(SpanExporter):
                 self.config, forward=self._forward_held, annotate=self._annotate,
                 decision_wait=decision_wait, meter_provider=meter_provider,
                 logger_provider=logger_provider, on_report=on_report,
+                forward_session=self._forward_session, resource_of=_resource_of,
+                on_session=on_session, id_generator=id_generator,
                 name="otel-tooleval-exporter")
         shutdown = getattr(exporter, "shutdown", None)
         try:
@@ -178,7 +191,20 @@ class ToolEvalSpanExporter(SpanExporter):
         finished, result = self._call_wrapped("exporter.shutdown", shut_wrapped, deadline)
         return ok and finished and result is not _FAILED
 
+    def end_session(self, key: str) -> None:
+        """End the session whose key is ``key`` (the value of its session attribute).
+
+        It is graded ``decision_wait`` seconds later, after the traces whose roots reached
+        this exporter by now; a root still in the batch processor's queue has not: flush the
+        ``TracerProvider`` first. An unknown key is ignored. Never raises."""
+        if self._grader is not None and not self._shut_down:
+            self._grader.end_session(key)
+
     # -- internals -------------------------------------------------------------------------------
+
+    def _forward_session(self, span: ReadableSpan) -> None:
+        """A graded session's span, exported through the wrapped exporter."""
+        self._export_wrapped([span], held=True)
 
     def _accept(self, grader: TailGrader[ReadableSpan], spans: Sequence[ReadableSpan]
                 ) -> list[ReadableSpan]:
@@ -294,5 +320,10 @@ class ToolEvalSpanExporter(SpanExporter):
             _log.exception("otel-tooleval: %s failed; continuing without it", where)
 
     def stats(self) -> dict[str, int]:
-        """Counters for tests and health checks: runs graded, drops by reason, open traces."""
+        """Counters for tests and health checks: runs graded, drops by reason, open traces,
+        and with ``sessions:`` the sessions graded, failed, open and dropped."""
         return self._grader.stats() if self._grader is not None else {}
+
+
+def _resource_of(span: ReadableSpan) -> Any:
+    return span.resource

@@ -50,6 +50,8 @@ from .conventions import AGENT, MODEL, TOOL, is_framework_span
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
 from .model import RunReport, SpanRecord
+from .sessions.live import LiveSessions
+from .sessions.model import SessionReport
 from .trajectory import build_run, find_runs
 
 __all__ = ["Decision", "TailBuffers", "TailGrader"]
@@ -57,6 +59,7 @@ __all__ = ["Decision", "TailBuffers", "TailGrader"]
 H = TypeVar("H")
 _log = logging.getLogger(__name__)
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
+_SWEEP_SECONDS = 1.0   # how often idle sessions are looked for
 
 
 @dataclass(slots=True)
@@ -273,6 +276,13 @@ class TailGrader(Generic[H]):
     ``forward(items)`` with the held spans of each trace, a run root replaced by
     ``annotate(item, record, report)``. ``forward`` runs on the grading thread (or, at
     shutdown, on the caller's); its exceptions are logged once and never reach the caller.
+
+    With ``sessions:`` graders in the config, every graded run that carries a session key is
+    filed under its session (``sessions.live.LiveSessions``, as in the processor); a session
+    ends after ``sessions.idle_seconds`` without a new run, by :meth:`end_session`, at
+    :meth:`flush` and at :meth:`shutdown`, and its span goes to ``forward_session`` (a
+    ``ReadableSpan``), on the grading thread. ``resource_of(item)`` gives the resource of a
+    held root's spans, for the session span.
     """
 
     def __init__(self, config: ToolEvalConfig, *,
@@ -282,6 +292,10 @@ class TailGrader(Generic[H]):
                  max_spans: int | None = None, max_bytes: int | None = None,
                  meter_provider: Any = None, logger_provider: Any = None,
                  on_report: Callable[[RunReport], None] | None = None,
+                 forward_session: Callable[[Any], None] | None = None,
+                 resource_of: Callable[[H], Any] | None = None,
+                 on_session: Callable[[SessionReport], None] | None = None,
+                 id_generator: Any = None,
                  name: str = "otel-tooleval-tail") -> None:
         self.config = config
         emit = config.emit
@@ -296,6 +310,13 @@ class TailGrader(Generic[H]):
         self.graded: Counter[str] = Counter()
         self._reported: set[str] = set()
         self._closed = False
+        self._resource_of = resource_of
+        self.sessions: LiveSessions | None = None
+        if config.session_graders:
+            self.sessions = LiveSessions(
+                config, forward_session or (lambda span: None), logs=self._logs,
+                metrics=self._metrics, report=self._report, on_session=on_session,
+                id_generator=id_generator)
         self._init_thread_state()
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
@@ -310,9 +331,15 @@ class TailGrader(Generic[H]):
         # time forwards them ungraded (claiming each, under the lock, as the thread does).
         self._claim_lock = threading.Lock()
         self._in_hand: list[Decision[H]] = []
+        # Sessions ended by key, each once the traces whose root had arrived are decided:
+        # (due time, key), in call order.
+        self._session_ends: list[tuple[float, str]] = []
+        self._next_sweep = 0.0
 
     def _after_fork_in_child(self) -> None:
         self.buffers.reset_after_fork()
+        if self.sessions is not None:
+            self.sessions.open.reset()
         self._init_thread_state()
 
     # -- intake (caller's thread) -----------------------------------------------------------
@@ -347,6 +374,9 @@ class TailGrader(Generic[H]):
                 request = self._requests.pop(0) if self._requests else None
                 if request is None:
                     next_due = self.buffers.next_due()
+                    if self._session_ends:
+                        first = self._session_ends[0][0]
+                        next_due = first if next_due is None else min(next_due, first)
                     wait = 0.25 if next_due is None else next_due - time.monotonic()
                     if wait > 0:
                         self._wake.wait(min(wait, 0.25))
@@ -356,11 +386,56 @@ class TailGrader(Generic[H]):
                 self._decide_all(self._take_in_hand(
                     everything=kind if kind == "shutdown" else None,
                     rooted=kind if kind == "flush" else None))
+                self._end_sessions(kind)
                 done.set()
                 if kind == "shutdown":
                     return
                 continue
+            # Ends by key due by ``now`` come after every trace due by then (taken below).
+            now = time.monotonic()
             self._decide_all(self._take_in_hand())
+            self._end_sessions(None, now)
+
+    def _end_sessions(self, kind: str | None, now: float | None = None) -> None:
+        """Sessions whose end is due (grading thread): every open one at a flush or shutdown,
+        those ended by key once their wait passed, the idle ones about once a second."""
+        sessions = self.sessions
+        if sessions is None:
+            return
+        token = suppress_instrumentation()
+        try:
+            if now is None:
+                now = time.monotonic()
+            with self._wake:
+                due = [e for e in self._session_ends if kind is not None or e[0] <= now]
+                self._session_ends = [e for e in self._session_ends if e not in due]
+            for _, value in due:
+                sessions.end(value)
+            if kind is not None:
+                sessions.end_all(kind)
+            elif time.monotonic() >= self._next_sweep:
+                self._next_sweep = time.monotonic() + _SWEEP_SECONDS
+                sessions.sweep()
+        except BaseException:  # noqa: BLE001 - the grading thread must live on
+            self._report("sessions")
+        finally:
+            detach(token)
+
+    def end_session(self, key: str) -> None:
+        """End the session whose key is ``key``: graded on the grading thread once every
+        trace whose local root has arrived by now is decided (``decision_wait`` from now).
+        Unknown keys are ignored; never raises."""
+        if self.sessions is None or self._closed:
+            return
+        try:
+            with self._wake:
+                self._session_ends.append((time.monotonic() + self.buffers.decision_wait,
+                                           str(key)))
+                self._wake.notify()
+            if self._worker is None:
+                self._ensure_worker()
+        except Exception:  # noqa: BLE001
+            self._report("end_session")
 
     def _take_in_hand(self, **which: Any) -> list[Decision[H]]:
         with self._claim_lock:
@@ -402,7 +477,10 @@ class TailGrader(Generic[H]):
         token = suppress_instrumentation()
         try:
             for root, members in find_runs(decision.records, policy):
-                report = grade_run(build_run(root, members, policy), config)
+                run = build_run(root, members, policy)
+                if self.sessions is not None:
+                    self._file_session_run(decision, root, members, run)
+                report = grade_run(run, config)
                 if report is not None:
                     reports[root.span_id] = report
         finally:
@@ -420,6 +498,32 @@ class TailGrader(Generic[H]):
             emits.append((report, None))
         self.graded["traces"] += 1
         return items
+
+    def _file_session_run(self, decision: Decision[H], root: SpanRecord,
+                          members: list[SpanRecord], run: Any) -> None:
+        """File a run under its session, if it has a key (runs of ``runs.agents`` only)."""
+        sessions = self.sessions
+        if sessions is None:
+            return
+        try:
+            kinds = self.buffers.policy.record_kind
+            parts = [m for m in members if m.span_id != root.span_id
+                     and kinds(m) & (TOOL | MODEL | AGENT)]
+            key = sessions.key_of(root, parts, ())
+            if key is None:
+                return
+            agents = self.config.runs.agents
+            if agents is not None and run.agent not in agents:
+                return
+            resource = None
+            if self._resource_of is not None:
+                for record, item in decision.held:
+                    if record.span_id == root.span_id:
+                        resource = self._resource_of(item)
+                        break
+            sessions.add(key, run, resource)
+        except Exception:  # noqa: BLE001
+            self._report("sessions")
 
     def _emit(self, report: RunReport, root: SpanRecord | None) -> None:
         self.graded["runs"] += 1
@@ -462,7 +566,8 @@ class TailGrader(Generic[H]):
     def _request(self, kind: str, deadline: float) -> bool:
         worker = self._worker
         if worker is None or not worker.is_alive():
-            if not len(self.buffers):
+            if not len(self.buffers) and not (self.sessions is not None
+                                              and len(self.sessions.open)):
                 return True     # nothing was ever accepted, or after fork: nothing to decide
             # Traces but no thread (it ended): start one rather than grade and forward here,
             # where neither could be bounded by the deadline.
@@ -505,6 +610,9 @@ class TailGrader(Generic[H]):
                     self._forward_items(items)
                 except Exception:  # noqa: BLE001
                     self._report("forwarding")
+            if self.sessions is not None:
+                # Not graded in time: counted, never graded here (unbounded).
+                self.sessions.drop_all("shutdown")
         return ok
 
     def _drop_count(self, n: int, reason: str = "shutdown") -> None:
@@ -518,4 +626,6 @@ class TailGrader(Generic[H]):
         out["open_traces"] = len(self.buffers)
         out["buffered_spans"] = self.buffers.spans
         out["buffered_bytes"] = self.buffers.bytes
+        if self.sessions is not None:
+            out.update(self.sessions.stats())
         return out

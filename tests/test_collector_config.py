@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from otel_tooleval import ConfigError, load_config
+from otel_tooleval.sessions import DEFAULT_KEYS
 from tests.support.otlp_receiver import OtlpReceiver
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -69,6 +70,8 @@ def kind_of(doc: Any) -> str:
         return "prometheus"
     if "graders" in doc:
         return "graders"
+    if set(doc) == {"exporters"}:
+        return "overlay"   # merged onto a collector config with a second --config
     return "unknown"
 
 
@@ -307,8 +310,10 @@ def check_storage_exporters(doc: Doc) -> list[str]:
     return problems
 
 
-def check_router(doc: Doc) -> list[str]:
-    """Tier 1: traces routed whole by trace id to the graders, unsampled; the rest to tier 2."""
+def check_router(doc: Doc, routing: str = "traceID") -> list[str]:
+    """Tier 1: traces routed whole by trace id to the graders, unsampled; the rest to tier 2.
+
+    ``routing="attributes"``: by the session keys instead (tier1-sessions.yaml merged on)."""
     problems: list[str] = []
     for name, pipeline in pipelines(doc).items():
         for cid in sampling_processors(doc, pipeline):
@@ -319,8 +324,13 @@ def check_router(doc: Doc) -> list[str]:
     if not balancers or set(traces) != set(balancers):
         problems.append(f"traces must go only to a loadbalancing exporter, got {sorted(traces)}")
     for cid, cfg in balancers.items():
-        if cfg.get("routing_key") != "traceID":
-            problems.append(f"{cid}: routing_key must be traceID, got {cfg.get('routing_key')}")
+        if cfg.get("routing_key") != routing:
+            problems.append(f"{cid}: routing_key must be {routing}, got {cfg.get('routing_key')}")
+        if routing == "attributes" and cfg.get("routing_attributes") != list(DEFAULT_KEYS):
+            problems.append(f"{cid}: routing_attributes must be the session keys "
+                            f"{list(DEFAULT_KEYS)}, got {cfg.get('routing_attributes')}")
+        if routing == "traceID" and "routing_attributes" in cfg:
+            problems.append(f"{cid}: routing_attributes without routing_key: attributes")
         otlp = (cfg.get("protocol") or {}).get("otlp")
         if not isinstance(otlp, dict):
             problems.append(f"{cid}: protocol.otlp missing")
@@ -366,10 +376,10 @@ def role_of(doc: Doc) -> str:
     return "router" if balancing else "storage"
 
 
-def check_collector(doc: Doc) -> list[str]:
+def check_collector(doc: Doc, routing: str = "traceID") -> list[str]:
     problems = check_components(doc) + check_processor_order(doc) + check_otlp_receiver(doc)
     if role_of(doc) == "router":
-        return problems + check_router(doc)
+        return problems + check_router(doc, routing)
     return problems + check_tail_sampling(doc) + check_storage_exporters(doc)
 
 
@@ -701,6 +711,30 @@ def check_prometheus_config(doc: Doc) -> list[str]:
     return problems
 
 
+# ================================================================ overlays (a second --config)
+
+OVERLAYS = {"fleet/tier1-sessions.yaml": "tier1.yaml"}   # overlay -> the file it goes on
+
+
+def merge(base: Any, overlay: Any) -> Any:
+    """The collector's merge of two --config files: maps merged key by key, the rest replaced."""
+    if isinstance(base, dict) and isinstance(overlay, dict):
+        out = dict(base)
+        for key, value in overlay.items():
+            out[key] = merge(base.get(key), value) if key in base else value
+        return out
+    return overlay
+
+
+def check_overlay(doc: Doc) -> list[str]:
+    """The sessions overlay changes the routing of the loadbalancing exporter and nothing else."""
+    exporters = doc.get("exporters") or {}
+    if set(exporters) != {"loadbalancing"}:
+        return [f"the overlay may only touch exporters.loadbalancing, got {sorted(exporters)}"]
+    extra = set(exporters["loadbalancing"] or {}) - {"routing_key", "routing_attributes"}
+    return [f"the overlay changes more than the routing: {sorted(extra)}"] if extra else []
+
+
 # ================================================================ tests: every file
 
 @pytest.fixture(scope="module")
@@ -730,6 +764,10 @@ def test_yaml_file(path: Path) -> None:
         assert check_prometheus_config(doc) == []
     elif kind == "graders":
         load_config(path)
+    elif kind == "overlay":
+        assert check_overlay(doc) == []
+        base = load_yaml(path.parent / OVERLAYS[rel(path)])
+        assert check_collector(merge(base, doc), routing="attributes") == []
     else:
         pytest.fail(f"{rel(path)}: no check knows this kind of file")
 
@@ -742,7 +780,7 @@ def test_every_config_is_mounted_by_a_compose_file(docs: dict[str, Any]) -> None
             for service in doc["services"].values():
                 mounted |= {(compose_dir / src).resolve() for src, _ in bind_mounts(service)}
     for name, doc in docs.items():
-        if kind_of(doc) in ("collector", "prometheus", "graders"):
+        if kind_of(doc) in ("collector", "prometheus", "graders", "overlay"):
             assert (CONFIG_DIR / name).resolve() in mounted, f"{name} is used by no compose file"
 
 
@@ -1074,3 +1112,51 @@ def test_duration_parsing() -> None:
             duration_seconds(bad)
     with pytest.raises(TypeError):
         duration_seconds(60)
+
+
+# ================================================================ sessions: routing by the key
+
+def test_sessions_overlay_routes_by_the_session_keys(docs: dict[str, Any]) -> None:
+    """tier1.yaml alone routes by trace id; with tier1-sessions.yaml merged on, by the session
+    keys (the loadbalancing exporter's `routing_key: attributes`), everything else unchanged."""
+    tier1, overlay = docs["fleet/tier1.yaml"], docs["fleet/tier1-sessions.yaml"]
+    merged = merge(tier1, overlay)
+    lb = _lb(merged)
+    assert (lb["routing_key"], lb["routing_attributes"]) == ("attributes", list(DEFAULT_KEYS))
+    assert _lb(tier1)["routing_key"] == "traceID"   # the default fleet keeps runs whole
+    without = {k: v for k, v in lb.items() if k not in ("routing_key", "routing_attributes")}
+    assert without == {k: v for k, v in _lb(tier1).items() if k != "routing_key"}
+    assert {k: v for k, v in merged.items() if k != "exporters"} == {
+        k: v for k, v in tier1.items() if k != "exporters"}
+    assert check_collector(merged) != []                      # not a trace-id router any more
+    assert check_collector(merged, routing="attributes") == []
+    tier1_service = docs["fleet/docker-compose.yaml"]["services"]["tier1"]
+    assert ("./tier1-sessions.yaml", "/etc/otelcol-contrib/sessions.yaml") in [
+        (src, dst.split(":")[0]) for src, dst in
+        ((v.split(":", 1)[0], v.split(":", 1)[1]) for v in tier1_service["volumes"]
+         if isinstance(v, str) and v.startswith("./"))]
+
+
+@pytest.mark.parametrize(("fault", "expected"), [
+    (lambda o: o["exporters"]["loadbalancing"].update(routing_attributes=["session.id"]),
+     "routing_attributes must be the session keys"),
+    (lambda o: o["exporters"]["loadbalancing"].update(routing_key="service"),
+     "routing_key must be attributes"),
+    (lambda o: o["exporters"]["loadbalancing"].update(timeout="1s"),
+     "the overlay changes more than the routing"),
+    (lambda o: o["exporters"].update({"otlp/x": {"endpoint": "x:4317"}}),
+     "the overlay may only touch exporters.loadbalancing"),
+], ids=["one key", "by service", "timeout", "another exporter"])
+def test_sessions_overlay_checks_catch(docs: dict[str, Any], fault: Callable[[Doc], object],
+                                       expected: str) -> None:
+    overlay = copy.deepcopy(docs["fleet/tier1-sessions.yaml"])
+    fault(overlay)
+    problems = check_overlay(overlay) + check_collector(
+        merge(docs["fleet/tier1.yaml"], overlay), routing="attributes")
+    assert any(expected in p for p in problems), problems
+
+
+def test_trace_id_router_refuses_stray_routing_attributes(docs: dict[str, Any]) -> None:
+    tier1 = copy.deepcopy(docs["fleet/tier1.yaml"])
+    _lb(tier1)["routing_attributes"] = ["session.id"]
+    assert any("routing_attributes without" in p for p in check_collector(tier1))

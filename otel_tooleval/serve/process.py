@@ -43,6 +43,7 @@ def run(options: ServeOptions) -> int:
     stats = server.stats()
     print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted, "
           f"{stats.get('forwarded_spans', 0)} forwarded, {stats.get('runs_graded', 0)} runs graded"
+          + (f", {stats['sessions_graded']} sessions graded" if "sessions_graded" in stats else "")
           + ("" if ok else "; NOT everything was forwarded before the shutdown timeout"),
           file=sys.stderr, flush=True)
     return 0 if ok else 1

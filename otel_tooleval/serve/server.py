@@ -13,6 +13,7 @@ from typing import Any
 
 from ..model import RunReport, SpanRecord
 from ..readers.otlp_proto import record_from_proto
+from ..sessions.model import SessionReport
 from ..tail import TailGrader
 from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
@@ -20,7 +21,7 @@ from .grpc_receiver import start_grpc
 from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
 from .security import TokenStore, load_tls
-from .spans import _annotate, _encode_held, _Held
+from .spans import _annotate, _encode_held, _encode_session, _Held, _resource_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -33,12 +34,15 @@ class ToolEvalServer:
     ``start()`` binds the ports (``grpc_port``/``http_port`` tell which, for port 0), or
     raises ``ListenError`` after stopping what it had started; ``stop()`` drains as SIGTERM
     does. Usable as a context manager. ``on_report`` is called with every graded run, on the
-    grading thread, after the run's log line.
+    grading thread, after the run's log line; ``on_session`` likewise with every graded
+    session (``sessions:`` in the config: a run's report is filed under its session, across
+    traces; a session ends when idle or at ``stop()``, and its span is forwarded).
     """
 
     def __init__(self, options: ServeOptions, *, meter_provider: Any = None,
                  logger_provider: Any = None,
-                 on_report: Callable[[RunReport], None] | None = None) -> None:
+                 on_report: Callable[[RunReport], None] | None = None,
+                 on_session: Callable[[SessionReport], None] | None = None) -> None:
         self.options = options
         self.config = options.config
         # TLS and bearer tokens of both receivers; ValueError names a bad flag or file.
@@ -52,6 +56,7 @@ class ToolEvalServer:
         self.counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._on_report_callback = on_report
+        self._on_session_callback = on_session
         self.forwarder = _Forwarder(options)
         self.tail: TailGrader[Any] = TailGrader(   # items: (rs, ss, i, span), held: _Held
             self.config,
@@ -63,6 +68,9 @@ class ToolEvalServer:
             meter_provider=meter_provider,
             logger_provider=logger_provider,
             on_report=self._on_report,
+            forward_session=self._forward_session,
+            resource_of=_resource_of,
+            on_session=self._on_session,
             name="otel-tooleval-serve-grader",
         )
         self.ready = False
@@ -257,6 +265,24 @@ class ToolEvalServer:
         if self._on_report_callback is not None:
             self._on_report_callback(report)
 
+    def _on_session(self, report: SessionReport) -> None:
+        """Count and log one graded session (grading thread), then the caller's callback."""
+        passed = report.passed
+        with self._count_lock:
+            self.counts["sessions_graded"] += 1
+            self.counts["sessions_passed" if passed else "sessions_failed"] += 1
+        _log.info("otel-tooleval serve: session agent=%s %s=%s runs=%d ended=%s %s",
+                  _agent_text(report.agent), report.key.attribute,
+                  _agent_text(report.key.value), len(report.runs), report.ended,
+                  "PASS" if passed else f"FAIL (failed: {', '.join(report.failed)})")
+        if self._on_session_callback is not None:
+            self._on_session_callback(report)
+
+    def _forward_session(self, span: Any) -> None:
+        """A graded session's span, to the next hop like the roots (before the forwarder
+        drains: ``stop`` ends the sessions in ``tail.shutdown``)."""
+        self.forwarder.put(_encode_session(span), 1)
+
     def _forward_held(self, items: list[Any]) -> None:
         self.forwarder.put(*_encode_held(items))
 
@@ -303,10 +329,14 @@ class ToolEvalServer:
         return self.ingest(request, body if content_type != _JSON else None)
 
     def stats(self) -> dict[str, Any]:
-        """Counters (flat); ``runs_graded``/``runs_passed``/``runs_failed`` always present."""
+        """Counters (flat); ``runs_graded``/``runs_passed``/``runs_failed`` always present,
+        ``sessions_graded``/``sessions_passed``/``sessions_failed`` with ``sessions:``."""
         with self._count_lock:
             out: dict[str, Any] = {"runs_graded": 0, "runs_passed": 0, "runs_failed": 0,
                                    **self.counts}
+        if self.tail.sessions is not None:
+            for key in ("sessions_graded", "sessions_passed", "sessions_failed"):
+                out.setdefault(key, 0)
         out.update(self.tail.stats())
         out.update(self.forwarder.counts)
         out["queued_bytes"] = self.forwarder.queued_bytes

@@ -86,3 +86,20 @@ def _annotate(item: _Held, record: SpanRecord, report: RunReport, config: ToolEv
             event.time_unix_nano = ts
             _put_attributes(event.attributes, attrs)
     return item
+
+
+def _resource_of(item: _Held) -> Any:
+    """The SDK ``Resource`` of a held span's resource (the session span is sent under it)."""
+    from opentelemetry.sdk.resources import Resource
+
+    from ..readers.otlp_proto import _attributes
+
+    resource = item.resource
+    return Resource(_attributes(resource.resource.attributes), resource.schema_url or None)
+
+
+def _encode_session(span: Any) -> bytes:
+    """One ExportTraceServiceRequest holding a session's span (an SDK ``ReadableSpan``)."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    return bytes(encode_spans([span]).SerializeToString())
