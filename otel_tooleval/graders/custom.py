@@ -237,10 +237,25 @@ def load_reference(reference: str, base_dir: Path | None = None) -> CustomGrader
             attribute.
         TypeError: the attribute is not decorated with @grader.
     """
+    obj = resolve_reference(reference, base_dir, "is not a custom grader reference: expected "
+                            "'package.module:callable' or 'path/to/file.py:callable'")
+    if not isinstance(obj, CustomGrader):
+        raise TypeError(f"{reference!r} is not decorated with @grader "
+                         "(from otel_tooleval.graders.custom import grader)")
+    return obj
+
+
+def resolve_reference(reference: str, base_dir: Path | None, malformed: str) -> Any:
+    """The object ``package.module:attr`` or ``path/to/file.py:attr`` names (a relative file
+    read from ``base_dir``).
+
+    Raises:
+        ValueError: ``reference!r`` followed by ``malformed`` when it is not such a reference;
+            the module cannot be imported or lacks the attribute.
+    """
     target, _, attr = reference.rpartition(":")
     if not target or not _ATTR_PATH.match(attr):
-        raise ValueError(f"{reference!r} is not a custom grader reference: expected "
-                         "'package.module:callable' or 'path/to/file.py:callable'")
+        raise ValueError(f"{reference!r} {malformed}")
     if target.endswith(".py"):
         path = Path(target).expanduser()
         module = _import_file(base_dir / path if base_dir is not None else path)
@@ -251,9 +266,6 @@ def load_reference(reference: str, base_dir: Path | None = None) -> CustomGrader
         if not hasattr(obj, part):
             raise ValueError(f"{target!r} has no attribute {attr!r}")
         obj = getattr(obj, part)
-    if not isinstance(obj, CustomGrader):
-        raise TypeError(f"{reference!r} is not decorated with @grader "
-                         "(from otel_tooleval.graders.custom import grader)")
     return obj
 
 

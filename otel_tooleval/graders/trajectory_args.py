@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
-from .custom import _ATTR_PATH, _import_file, _import_module
+from .custom import resolve_reference
 from .tool_call_checks import max_matching, same_value
 
 __all__ = [
@@ -154,20 +154,9 @@ def load_matcher(reference: str, base_dir: Path | None) -> ArgsRule:
         ValueError: the reference is malformed, cannot be imported, or names something that
             cannot be called as ``(call_args, reference_args)``.
     """
-    target, _, attr = reference.rpartition(":")
-    if not target or not _ATTR_PATH.match(attr):
-        raise ValueError(f"{reference!r} is neither an args mode ({', '.join(ARGS_MODES)}) nor "
-                         "a callable as 'package.module:function' or 'path/to/file.py:function'")
-    if target.endswith(".py"):
-        path = Path(target).expanduser()
-        module = _import_file(base_dir / path if base_dir is not None else path)
-    else:
-        module = _import_module(target)
-    obj: Any = module
-    for part in attr.split("."):
-        if not hasattr(obj, part):
-            raise ValueError(f"{target!r} has no attribute {attr!r}")
-        obj = getattr(obj, part)
+    obj = resolve_reference(reference, base_dir, f"is neither an args mode "
+                            f"({', '.join(ARGS_MODES)}) nor a callable as "
+                            "'package.module:function' or 'path/to/file.py:function'")
     if not callable(obj):
         raise TypeError(f"{reference!r} is not callable")
     try:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, TextIO
 
 from ..model import GradeResult, RunReport
@@ -61,23 +61,19 @@ def _run_cases(report: RunReport) -> Iterator[tuple[ET.Element, str | None]]:
     # The root span id too: two runs of one trace (sibling agents) are two test cases.
     classname = one_line(f"{run.agent or run.root_name or 'run'} {run.trace_id_hex} "
                          f"{run.root_span_id_hex}")
-    for result in report.results:
-        case = ET.Element("testcase", classname=classname, name=one_line(result.name))
-        if result.label == "error":
-            _problem(case, "error", result, result.error or result.type)
-            yield case, "error"
-        elif not result.passed:
-            _problem(case, "failure", result, result.type)
-            yield case, "failure"
-        else:
-            yield case, None
+    return _cases(classname, report.results)
 
 
 def _session_cases(report: SessionReport) -> Iterator[tuple[ET.Element, str | None]]:
     """A session's test cases: classname = agent, ``session``, the key's attribute and value."""
     classname = one_line(f"{report.agent or 'session'} session "
                          f"{report.key.attribute}={report.key.value}")
-    for result in report.results:
+    return _cases(classname, report.results)
+
+
+def _cases(classname: str, results: Iterable[GradeResult]
+           ) -> Iterator[tuple[ET.Element, str | None]]:
+    for result in results:
         case = ET.Element("testcase", classname=classname, name=one_line(result.name))
         if result.label == "error":
             _problem(case, "error", result, result.error or result.type)
