@@ -174,7 +174,7 @@ def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState
     spans: the check put off, or a copy to forward), or (None, None) without a guard."""
     if guard is None:
         return None, None
-    started, read = guard.started, guard.read
+    started, readers_get, reader = guard.started, guard.readers.get, guard.reader
 
     def guard_start(span: Any) -> None:
         # The call's name and raw arguments straight off the span (a compiled row picker per
@@ -182,7 +182,11 @@ def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState
         try:
             attrs = span._attributes._dict
             scope = span._instrumentation_scope
-            call = read(attrs, span._name, scope._name if scope is not None else "", ())
+            scope_name = scope._name if scope is not None else ""
+            read = readers_get(scope_name)
+            if read is None:
+                read = reader(scope_name)
+            call = read(attrs, span._name, ())
             if call is None:
                 return
             ctx = span._context

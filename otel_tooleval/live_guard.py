@@ -20,7 +20,7 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
@@ -82,13 +82,9 @@ class LiveGuard:
         policy = buffers.policy
         self._mapped = policy.conventions
         self._ignoring = bool(policy.ignore_tools)
-        #: Instrumentation scope name -> the reader of its spans' calls (``call_reader``).
-        self._readers: dict[str, CallReader] = {}
+        #: Instrumentation scope name -> the reader of its spans' calls (``reader``).
+        self.readers: dict[str, CallReader] = {}
         self._ignores: dict[str, bool] = {}   # tool name -> in ``runs.ignore_tools``
-        #: ``(attrs, span name, scope name, events)`` -> the call a tool span records (None:
-        #: no call, or an ignored tool), as grading reads it.
-        self.read: Callable[[Any, str, str, tuple[SpanEvent, ...]], CallText | None] = (
-            self._read if self._mapped is not None or self._ignoring else self._fast_read())
         _GUARDS.add(self)
 
     def close(self) -> None:
@@ -135,7 +131,8 @@ class LiveGuard:
         if entry is not None and not entry[2]:
             return None   # checked whole at start
         record = record_from_span(span)
-        read = self.read(record.attributes, record.name, record.scope, record.events)
+        reader = self.readers.get(record.scope) or self.reader(record.scope)
+        read = reader(record.attributes, record.name, record.events)
         if read is None:
             return None
         name, raw, unwrap = read
@@ -188,44 +185,34 @@ class LiveGuard:
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _read(self, attrs: Any, span_name: str, scope: str,
-              events: tuple[SpanEvent, ...]) -> CallText | None:
-        """The tool name and raw arguments of a tool span, as grading would read them (the
-        config's ``conventions:`` mapping first); None for no call, or a tool of
-        ``runs.ignore_tools``."""
-        mapped = self._mapped
-        if mapped is not None and (entry := mapped.entry(attrs, span_name, scope)) is not None:
-            if entry.tool is None:
-                return None
-            read = call_text(entry.tool, attrs, span_name, events)
-        else:
-            reader = self._readers.get(scope)
-            if reader is None:
-                reader = self._reader(scope)
-            read = reader(attrs, span_name, events)
-        if read is None or (self._ignoring and self._ignored(read[0])):
-            return None
+    def reader(self, scope: str) -> CallReader:
+        """What reads the call of a span of the instrumentation scope ``scope``, as grading
+        reads it: ``(attributes, span name, events)`` -> ``(tool name, raw arguments,
+        unwrap)``, or None for no call or a tool of ``runs.ignore_tools``. The conventions'
+        rows for that scope compiled (``call_reader``), after the config's ``conventions:``
+        mapping if it has one. Remembered in ``readers`` (up to 256 scopes)."""
+        read = call_reader(scope)
+        mapped, ignored = self._mapped, self._ignored if self._ignoring else None
+        if mapped is not None or ignored is not None:
+            builtin = read
+
+            def read(attrs: Mapping[str, Any], span_name: str,
+                     events: tuple[SpanEvent, ...]) -> CallText | None:
+                found: CallText | None
+                if mapped is not None and (
+                        entry := mapped.entry(attrs, span_name, scope)) is not None:
+                    if entry.tool is None:
+                        return None
+                    found = call_text(entry.tool, attrs, span_name, events)
+                else:
+                    found = builtin(attrs, span_name, events)
+                if found is None or (ignored is not None and ignored(found[0])):
+                    return None
+                return found
+
+        if len(self.readers) < _MAX_REMEMBERED_SCOPES:
+            self.readers[scope] = read
         return read
-
-    def _fast_read(self) -> Callable[[Any, str, str, tuple[SpanEvent, ...]], CallText | None]:
-        """``_read`` without a ``conventions:`` mapping or ``ignore_tools``: the scope's
-        reader, in one frame."""
-        readers_get, make = self._readers.get, self._reader
-
-        def read(attrs: Any, span_name: str, scope: str,
-                 events: tuple[SpanEvent, ...]) -> CallText | None:
-            reader = readers_get(scope)
-            if reader is None:
-                reader = make(scope)
-            return reader(attrs, span_name, events)
-
-        return read
-
-    def _reader(self, scope: str) -> CallReader:
-        reader = call_reader(scope)
-        if len(self._readers) < _MAX_REMEMBERED_SCOPES:
-            self._readers[scope] = reader
-        return reader
 
     def _ignored(self, name: str) -> bool:
         known = self._ignores.get(name)
