@@ -200,8 +200,6 @@ class GuardRules:
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         self.disallowed = [Matcher(m) for m in config.disallowed]
-        #: Entries that read arguments (put off while the arguments are unknown).
-        self.argument_entries = tuple(i for i, m in enumerate(self.disallowed) if m.filters)
         self.allowed = ([_whole(p) for p in config.allowed]
                         if config.allowed is not None else None)
         # Exact names of the allow-list, tested before its patterns.
@@ -216,7 +214,6 @@ class GuardRules:
         self.max_calls = config.max_calls
         self.per_tool = dict(config.max_calls_per_tool)
         self.max_repeats = config.max_repeats
-        self.reads_arguments = bool(self.argument_entries) or self.max_repeats is not None
         self._names: dict[str, NameRules] = {}
         self._lock = threading.Lock()   # the count updates of one run from several threads
 
