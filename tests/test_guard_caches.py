@@ -20,6 +20,7 @@ from otel_tooleval.conventions.calls import call_reader, tool_call
 from otel_tooleval.conventions.registry import TOOL_CONVENTIONS
 from otel_tooleval.guard import GuardConfig, GuardRules, GuardRun
 from otel_tooleval.model import SpanEvent, SpanRecord
+from otel_tooleval.values import decode_value
 from tests.test_guard import guarded
 
 # -- the call reader against tool_call -----------------------------------------------------------
@@ -175,7 +176,7 @@ def test_a_disallowed_entry_with_conditions_before_a_name_entry_is_tried_first()
 def decodes(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     """The argument values the guard decodes."""
     seen: list[Any] = []
-    real = guard_module.decode_value
+    real = decode_value
 
     def counting(value: Any) -> Any:
         seen.append(value)
