@@ -17,8 +17,9 @@ job (``live_guard`` does this for frameworks that record arguments only at a too
 
 from __future__ import annotations
 
+import re
 import threading
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +39,7 @@ from .graders.tool_calls import Matcher, SequenceMatch
 from .values import decode_value
 
 __all__ = ["RULES", "UNKNOWN", "GuardConfig", "GuardMatch", "GuardRules", "GuardRun",
-           "GuardViolation"]
+           "GuardViolation", "NameRules"]
 
 #: The rule names, in the order they are tried (the value of ``tooleval.guard.rule``).
 RULES = ("disallowed", "allowed", "max_calls_per_tool", "max_calls", "max_repeats")
@@ -140,120 +141,253 @@ class GuardViolation:
     at: str = "start"
 
 
+class _Repeats:
+    """One tool's calls in a run, as ``max_repeats`` counts them.
+
+    ``texts``: argument text (or, for a value that is no text, ``("v", value key)``) ->
+    ``[calls, value key or None]``. Identical texts are counted without decoding. The value
+    classes (``classes``: value key -> calls) are worked out only once the tool has been
+    called more than ``max_repeats`` times in the run (before that no class can be over the
+    limit): then each distinct text is decoded once, and equal values with different texts
+    (key order, ``1`` and ``1.0``) share a class.
+    """
+
+    __slots__ = ("calls", "classes", "texts")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.texts: dict[Hashable, list[Any]] = {}
+        self.classes: dict[Hashable, int] | None = None
+
+
 @dataclass(slots=True)
 class GuardRun:
-    """What a run did so far, as the guard counts it."""
+    """What a run did so far, as the guard counts it (``repeats``: tool name -> its calls
+    with arguments)."""
 
     calls: int = 0
     per_tool: dict[str, int] = field(default_factory=dict)
-    repeats: dict[Hashable, int] = field(default_factory=dict)
+    repeats: dict[str, _Repeats] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class NameRules:
+    """What the rules say about one tool name, worked out once per name.
+
+    ``found``: the violation the name alone makes (a ``disallowed`` entry without conditions,
+    else the allow-list), or None. ``before``: the ``disallowed`` entries with conditions
+    whose name pattern matches and that come before the entry of ``found`` (all of them when
+    the name alone breaks no ``disallowed`` entry): the arguments decide those. ``limit``:
+    the name's ``max_calls_per_tool``. ``reads``: whether any rule reads this tool's
+    arguments (``before``, or ``max_repeats``); without, they are not even looked at.
+    """
+
+    found: GuardViolation | None
+    before: tuple[int, ...]
+    limit: int | None
+    reads: bool
+
+
+#: How a literal name in ``allowed`` / ``disallowed`` looks (no regex syntax).
+_LITERAL = re.compile(r"[A-Za-z0-9_\-]+")
 
 
 class GuardRules:
-    """A compiled ``GuardConfig``. ``check`` is called on the application thread: name rules
-    are remembered per tool name, arguments are decoded only when a rule reads them."""
+    """A compiled ``GuardConfig``. ``check`` is called on the application thread: what the
+    name decides is remembered per tool name (``NameRules``), counts are dict updates, and
+    arguments are decoded only when a rule needs their value (see ``_Repeats``)."""
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         self.disallowed = [Matcher(m) for m in config.disallowed]
-        #: Entries that read arguments (put off while the arguments are unknown).
-        self.argument_entries = tuple(i for i, m in enumerate(self.disallowed) if m.filters)
         self.allowed = ([_whole(p) for p in config.allowed]
                         if config.allowed is not None else None)
+        # Exact names of the allow-list, tested before its patterns.
+        self._allowed_names = frozenset(p for p in config.allowed or ()
+                                        if _LITERAL.fullmatch(p))
+        self._allowed_patterns = tuple(
+            r for p, r in zip(config.allowed or (), self.allowed or (), strict=True)
+            if p not in self._allowed_names)
+        # A literal disallowed name pattern matches where it occurs (``search``).
+        self._disallowed_literals = tuple(
+            m.spec.name if _LITERAL.fullmatch(m.spec.name) else None for m in self.disallowed)
         self.max_calls = config.max_calls
         self.per_tool = dict(config.max_calls_per_tool)
         self.max_repeats = config.max_repeats
-        self.reads_arguments = bool(self.argument_entries) or self.max_repeats is not None
-        self._names: dict[str, tuple[tuple[int, ...], bool]] = {}
+        self._names: dict[str, NameRules] = {}
         self._lock = threading.Lock()   # the count updates of one run from several threads
 
-    def _by_name(self, name: str) -> tuple[tuple[int, ...], bool]:
-        """The disallowed entries whose name pattern matches, and whether the allow-list
-        lets the name through."""
+    def for_name(self, name: str) -> NameRules:
+        """What the rules say about ``name`` (remembered for up to 1,024 names; the rest are
+        worked out at each call)."""
         known = self._names.get(name)
         if known is None:
-            hits = tuple(i for i, m in enumerate(self.disallowed) if matches(m.name, name))
-            allowed = self.allowed is None or any(p.test(name) for p in self.allowed)
-            known = hits, allowed
+            known = self._name_rules(name)
             if len(self._names) < _MAX_REMEMBERED_NAMES:
                 self._names[name] = known
         return known
 
-    def check(self, run: GuardRun, name: str, arguments: Any = UNKNOWN, *,
+    def _name_rules(self, name: str) -> NameRules:
+        found: GuardViolation | None = None
+        before: list[int] = []
+        for i, matcher in enumerate(self.disallowed):
+            literal = self._disallowed_literals[i]
+            if not (literal in name if literal is not None else matches(matcher.name, name)):
+                continue
+            if matcher.filters:
+                before.append(i)
+            else:
+                found = GuardViolation(
+                    "disallowed", name,
+                    f"{name!r} matches guard.disallowed[{i}] ({matcher.label})", entry=i)
+                break
+        if found is None and self.allowed is not None and name not in self._allowed_names \
+                and not any(p.test(name) for p in self._allowed_patterns):
+            found = GuardViolation("allowed", name, f"{name!r} is not in guard.allowed")
+        return NameRules(found, tuple(before), self.per_tool.get(name),
+                         bool(before) or self.max_repeats is not None)
+
+    def check(self, run: GuardRun, name: str, arguments: Any = UNKNOWN,
+              unwrap: Callable[[Any], Any] | None = None, *,
               record: bool = True) -> GuardViolation | None:
         """The first rule this call breaks, counting it in ``run`` when ``record``.
 
-        With ``arguments=UNKNOWN`` the rules that read arguments are skipped (and the call is
-        not counted for ``max_repeats``): ``check_arguments`` does that part later.
+        ``arguments``: as the span holds them (JSON text, or a value), decoded here only if a
+        rule needs their value; ``unwrap`` takes the decoded value out of a framework's
+        envelope (``ToolConvention.arguments_from``). With ``arguments=UNKNOWN`` the rules
+        that read arguments are skipped (and the call is not counted for ``max_repeats``):
+        ``check_arguments`` does that part later.
         """
-        hits, allowed = self._by_name(name)
-        args = UNKNOWN if arguments is UNKNOWN else decode_value(arguments)
-        found = self._disallowed(hits, name, args, name_only=args is UNKNOWN)
-        if found is None and not allowed:
-            found = GuardViolation("allowed", name, f"{name!r} is not in guard.allowed")
+        rules = self._names.get(name)
+        if rules is None:
+            rules = self.for_name(name)
+        found = rules.found
+        value: Any = _UNDECODED
+        if rules.before and arguments is not UNKNOWN:
+            value = _decode(arguments, unwrap)
+            found = self._disallowed(rules.before, name, value) or found
         with self._lock:
             calls = run.calls + 1
             tool_calls = run.per_tool.get(name, 0) + 1
             if record:
                 run.calls = calls
                 run.per_tool[name] = tool_calls
-        if found is None:
-            limit = self.per_tool.get(name)
-            if limit is not None and tool_calls > limit:
-                found = GuardViolation(
-                    "max_calls_per_tool", name,
-                    f"call {tool_calls} of {name!r} in this run; "
-                    f"guard.max_calls_per_tool allows {limit}", limit=limit, count=tool_calls)
-        if found is None and self.max_calls is not None and calls > self.max_calls:
-            found = GuardViolation(
+            repeat = (self._repeat(run, name, arguments, value, unwrap, record)
+                      if self.max_repeats is not None and arguments is not UNKNOWN else None)
+        if found is not None:
+            return found
+        limit = rules.limit
+        if limit is not None and tool_calls > limit:
+            return GuardViolation(
+                "max_calls_per_tool", name,
+                f"call {tool_calls} of {name!r} in this run; "
+                f"guard.max_calls_per_tool allows {limit}", limit=limit, count=tool_calls)
+        if self.max_calls is not None and calls > self.max_calls:
+            return GuardViolation(
                 "max_calls", name, f"tool call {calls} of this run ({name!r}); "
                 f"guard.max_calls allows {self.max_calls}", limit=self.max_calls, count=calls)
-        if args is not UNKNOWN:
-            repeat = self._repeat(run, name, args, record)
-            if found is None:
-                found = repeat
-        return found
+        return repeat
 
-    def check_arguments(self, run: GuardRun, name: str, arguments: Any, *,
+    def check_arguments(self, run: GuardRun, name: str, arguments: Any,
+                        unwrap: Callable[[Any], Any] | None = None, *,
                         record: bool = True) -> GuardViolation | None:
         """The rules ``check`` put off for a call checked with unknown arguments."""
-        args = decode_value(arguments)
-        hits, _ = self._by_name(name)
-        found = self._disallowed(hits, name, args, name_only=False, with_filters_only=True)
-        repeat = self._repeat(run, name, args, record)
+        rules = self.for_name(name)
+        value: Any = _UNDECODED
+        found = None
+        if rules.before:
+            value = _decode(arguments, unwrap)
+            found = self._disallowed(rules.before, name, value)
+        if self.max_repeats is None:
+            return found
+        with self._lock:
+            repeat = self._repeat(run, name, arguments, value, unwrap, record)
         return found if found is not None else repeat
 
-    def _disallowed(self, hits: tuple[int, ...], name: str, args: Any, *, name_only: bool,
-                    with_filters_only: bool = False) -> GuardViolation | None:
-        for i in hits:
+    def _disallowed(self, entries: tuple[int, ...], name: str,
+                    value: Any) -> GuardViolation | None:
+        for i in entries:
             matcher = self.disallowed[i]
-            if matcher.filters:
-                if name_only or not _filters_match(matcher, args):
-                    continue
-            elif with_filters_only:
-                continue
-            return GuardViolation("disallowed", name,
-                                  f"{name!r} matches guard.disallowed[{i}] ({matcher.label})",
-                                  entry=i)
+            if _filters_match(matcher, value):
+                return GuardViolation(
+                    "disallowed", name,
+                    f"{name!r} matches guard.disallowed[{i}] ({matcher.label})", entry=i)
         return None
 
-    def _repeat(self, run: GuardRun, name: str, args: Any,
-                record: bool) -> GuardViolation | None:
-        if self.max_repeats is None:
-            return None
-        try:
-            key: Hashable = (name, value_key(args))
-        except TypeError:       # an unhashable leaf: by its text
-            key = (name, repr(args))
-        with self._lock:
-            seen = run.repeats.get(key, 0) + 1
+    def _repeat(self, run: GuardRun, name: str, arguments: Any, value: Any,
+                unwrap: Callable[[Any], Any] | None, record: bool) -> GuardViolation | None:
+        """``max_repeats`` for one call (under the lock): ``value`` is its decoded arguments,
+        or ``_UNDECODED``."""
+        limit = self.max_repeats
+        assert limit is not None
+        tool = run.repeats.get(name)
+        if tool is None:
+            if not record:
+                return None   # a first call is never a repeat (the limit is 1 or more)
+            tool = run.repeats[name] = _Repeats()
+        text: Hashable
+        if arguments.__class__ is str:
+            text = arguments
+        else:
+            if value is _UNDECODED:
+                value = _decode(arguments, unwrap)
+            text = ("v", _value_key(value))
+        entry = tool.texts.get(text)
+        calls = tool.calls + 1
+        if calls <= limit:
+            # No value can have been called more than ``limit`` times: count the text only.
             if record:
-                run.repeats[key] = seen
-        if seen <= self.max_repeats:
+                tool.calls = calls
+                if entry is None:
+                    tool.texts[text] = [1, text[1] if text.__class__ is tuple else None]
+                else:
+                    entry[0] += 1
+            return None
+        classes = tool.classes
+        if classes is None:
+            classes = tool.classes = {}
+            for seen_text, counted in tool.texts.items():
+                if counted[1] is None:
+                    counted[1] = _value_key(_decode(seen_text, unwrap))
+                classes[counted[1]] = classes.get(counted[1], 0) + counted[0]
+        if entry is not None and entry[1] is not None:
+            key = entry[1]
+        else:
+            if value is _UNDECODED:
+                value = _decode(arguments, unwrap)
+            key = _value_key(value)
+        seen = classes.get(key, 0) + 1
+        if record:
+            tool.calls = calls
+            if entry is None:
+                tool.texts[text] = [1, key]
+            else:
+                entry[0] += 1
+                entry[1] = key
+            classes[key] = seen
+        if seen <= limit:
             return None
         return GuardViolation(
             "max_repeats", name, f"identical call {seen} of {name!r} in this run; "
-            f"guard.max_repeats allows {self.max_repeats}", limit=self.max_repeats, count=seen)
+            f"guard.max_repeats allows {limit}", limit=limit, count=seen)
+
+
+#: Arguments not decoded yet.
+_UNDECODED: Any = object()
+
+
+def _decode(arguments: Any, unwrap: Callable[[Any], Any] | None) -> Any:
+    """Arguments as the grading reads them (``ToolCall.arguments``)."""
+    value = decode_value(arguments)
+    return unwrap(value) if unwrap is not None else value
+
+
+def _value_key(value: Any) -> Hashable:
+    """The ``max_repeats`` key of decoded arguments: equal for values equal by value."""
+    try:
+        return value_key(value)
+    except TypeError:       # an unhashable leaf: by its text
+        return ("r", repr(value))
 
 
 def _filters_match(matcher: Matcher, args: Any) -> bool:

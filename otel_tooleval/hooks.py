@@ -33,7 +33,6 @@ from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
 from .live_guard import LiveGuard
-from .model import SpanRecord
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -66,7 +65,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
               if buffers.policy.conventions is not None else None)
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
-    guard_start, guard_end = _guard_hooks(guard, traces_get, mapped, report)
+    guard_start, guard_end = _guard_hooks(guard, traces_get, report)
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
@@ -143,7 +142,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                                     else buffers._stripped(state, span, attrs, size, kind))
                     if guard_end is not None and kind & TOOL:
                         try:
-                            marked = guard_end(state, span)
+                            marked = guard_end(state, span, sid)
                         except Exception:
                             report("guard")
                 if parent is None or parent[2]:
@@ -168,32 +167,34 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
 
 
 def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None],
-                 mapped: Any, report: Callable[[str], None]
-                 ) -> tuple[Callable[[Any], None] | None, Callable[[TraceState, Any], Any] | None]:
+                 report: Callable[[str], None]
+                 ) -> tuple[Callable[[Any], None] | None,
+                            Callable[[TraceState, Any, int], Any] | None]:
     """The guard's start hook (every span: a tool span is checked) and its end hook (tool
     spans: the check put off, or a copy to forward), or (None, None) without a guard."""
     if guard is None:
         return None, None
-    started = guard.started
+    started, readers_get, reader = guard.started, guard.readers.get, guard.reader
 
     def guard_start(span: Any) -> None:
+        # The call's name and raw arguments straight off the span (a compiled row picker per
+        # instrumentation scope): no kind bits, no SpanRecord, no ToolCall, nothing decoded.
         try:
             attrs = span._attributes._dict
-            kind = span_kind(attrs)
-            if mapped is not None:
-                kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
-            if not kind & TOOL:
+            scope = span._instrumentation_scope
+            scope_name = scope._name if scope is not None else ""
+            read = readers_get(scope_name)
+            if read is None:
+                read = reader(scope_name)
+            call = read(attrs, span._name, ())
+            if call is None:
                 return
             ctx = span._context
             state = traces_get(ctx[0])
             if state is None or state.closed:
                 return
             parent = span._parent
-            scope = span._instrumentation_scope
-            started(state, span, SpanRecord(
-                ctx[0], ctx[1], parent[1] if parent is not None else 0, span._name,
-                span._start_time or 0, None, attrs, None,
-                parent is not None and parent[2], scope.name if scope is not None else "", ()))
+            started(state, span, call, ctx[0], ctx[1], parent[1] if parent is not None else 0)
         except Exception:
             report("guard")
 

@@ -20,16 +20,16 @@ import dataclasses
 import logging
 import threading
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from opentelemetry import trace
 
-from ._compat import copy_with, record_from_span
+from ._compat import attributes_of, copy_with, record_from_span
 from .assembly import TraceBuffers, TraceState
-from .conventions.calls import tool_call
+from .conventions.calls import CallReader, CallText, call_reader, call_text
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
-from .model import SpanRecord, ToolCall
+from .model import SpanEvent
 
 __all__ = ["EVENT", "RULE", "VIOLATION", "GuardTrace", "LiveGuard", "check_call"]
 
@@ -43,6 +43,10 @@ EXPLANATION = "tooleval.guard.explanation"
 # Bounds per trace: parent spans whose run is remembered, runs counted.
 _MAX_REMEMBERED_PARENTS = 4096
 _MAX_RUNS_PER_TRACE = 1024
+# Bounds per guard: scopes whose convention rows are picked by compiled code, tool names
+# whose ``runs.ignore_tools`` outcome is remembered.
+_MAX_REMEMBERED_SCOPES = 256
+_MAX_REMEMBERED_NAMES = 1024
 
 #: Every live guard, for ``check_call``.
 _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
@@ -75,6 +79,12 @@ class LiveGuard:
         self._report = report
         self._lock = threading.Lock()
         self.violations = 0
+        policy = buffers.policy
+        self._mapped = policy.conventions
+        self._ignoring = bool(policy.ignore_tools)
+        #: Instrumentation scope name -> the reader of its spans' calls (``reader``).
+        self.readers: dict[str, CallReader] = {}
+        self._ignores: dict[str, bool] = {}   # tool name -> in ``runs.ignore_tools``
         _GUARDS.add(self)
 
     def close(self) -> None:
@@ -83,53 +93,60 @@ class LiveGuard:
 
     # -- application thread (hooks.py) ---------------------------------------------------------
 
-    def started(self, state: TraceState, span: Any, record: SpanRecord) -> None:
-        """A tool span started: check it and mark it when it breaks a rule."""
-        call = self._call(record, True)
-        if call is None:
-            return
-        rules = self.rules
-        name = call.name
-        args = UNKNOWN
-        if rules.reads_arguments and call.raw_arguments is not None:
-            args = call.arguments
-        guard = self._trace(state)
-        key = self._run_key(state, guard, record.parent_id)
-        found = rules.check(self._run(guard, key), name, args)
-        if found is None:
-            guard.seen[record.span_id] = (key, name, rules.reads_arguments and args is UNKNOWN,
-                                          None)
+    def started(self, state: TraceState, span: Any, call: CallText, trace_id: int,
+                span_id: int, parent_id: int) -> None:
+        """A tool span started (``call``: what ``read`` found in it): check it and mark it
+        when it breaks a rule."""
+        name, raw, unwrap = call
+        guard = state.guard
+        if guard is None:
+            guard = self._trace(state)
+        key = guard.run_of.get(parent_id)
+        if key is None:
+            key = self._run_key(state, guard, parent_id)
+        run = guard.runs.get(key)
+        if run is None:
+            run = self._run(guard, key)
+        if raw is None:
+            found = self.rules.check(run, name, UNKNOWN)
+            put_off = self.rules.for_name(name).reads
         else:
-            found = dataclasses.replace(found, trace_id=record.trace_id, span_id=record.span_id)
-            guard.seen[record.span_id] = (key, name, False, found)
+            found = self.rules.check(run, name, raw, unwrap)
+            put_off = False
+        if found is None:
+            guard.seen[span_id] = (key, name, put_off, None)
+        else:
+            found = dataclasses.replace(found, trace_id=trace_id, span_id=span_id)
+            guard.seen[span_id] = (key, name, False, found)
             span.set_attributes({VIOLATION: True, RULE: found.rule})
             span.add_event(EVENT, _event_attributes(found))
             self._notify(found)
 
-    def ended(self, state: TraceState, span: Any) -> Any:
+    def ended(self, state: TraceState, span: Any, span_id: int) -> Any:
         """A tool span ended: the rules put off at its start (or all of them, when it was not
         recognisable as a tool call then). A copy of the span that carries the violation, or
         None to forward the span as it is."""
         guard = state.guard
-        entry = guard.seen.pop(span.context.span_id, None) if guard is not None else None
+        entry = guard.seen.pop(span_id, None) if guard is not None else None
         if entry is not None and not entry[2]:
             return None   # checked whole at start
         record = record_from_span(span)
-        call = self._call(record, False)
-        if call is None:
+        reader = self.readers.get(record.scope) or self.reader(record.scope)
+        read = reader(record.attributes, record.name, record.events)
+        if read is None:
             return None
+        name, raw, unwrap = read
         rules = self.rules
         if guard is None:
             guard = self._trace(state)
         if entry is None:
             key = self._run_key(state, guard, record.parent_id)
-            args = call.arguments if rules.reads_arguments and call.raw_arguments is not None \
-                else UNKNOWN
-            found = rules.check(self._run(guard, key), call.name, args)
-        elif call.raw_arguments is None:
+            found = rules.check(self._run(guard, key), name, UNKNOWN if raw is None else raw,
+                                unwrap)
+        elif raw is None:
             return None   # never recorded: the argument rules cannot apply
         else:
-            found = rules.check_arguments(self._run(guard, entry[0]), call.name, call.arguments)
+            found = rules.check_arguments(self._run(guard, entry[0]), name, raw, unwrap)
         if found is None:
             return None
         found = dataclasses.replace(found, trace_id=record.trace_id, span_id=record.span_id,
@@ -168,20 +185,42 @@ class LiveGuard:
 
     # -- helpers ---------------------------------------------------------------------------------
 
-    def _call(self, record: SpanRecord, pending: bool) -> ToolCall | None:
-        """The call a tool span records, as grading reads it (the config's ``conventions:``
-        mapping first); None for no call, or a tool of ``runs.ignore_tools``."""
-        policy = self.buffers.policy
-        row = None
-        mapped = policy.conventions
-        if mapped is not None and (entry := mapped.matches(record)) is not None:
-            if entry.tool is None:
-                return None
-            row = entry.tool
-        call = tool_call(record, 0, 0, pending, (), row)
-        if call is None or (policy.ignore_tools and policy.ignores(call.name)):
-            return None
-        return call
+    def reader(self, scope: str) -> CallReader:
+        """What reads the call of a span of the instrumentation scope ``scope``, as grading
+        reads it: ``(attributes, span name, events)`` -> ``(tool name, raw arguments,
+        unwrap)``, or None for no call or a tool of ``runs.ignore_tools``. The conventions'
+        rows for that scope compiled (``call_reader``), after the config's ``conventions:``
+        mapping if it has one. Remembered in ``readers`` (up to 256 scopes)."""
+        read = call_reader(scope)
+        mapped, ignored = self._mapped, self._ignored if self._ignoring else None
+        if mapped is not None or ignored is not None:
+            builtin = read
+
+            def read(attrs: Mapping[str, Any], span_name: str,
+                     events: tuple[SpanEvent, ...]) -> CallText | None:
+                found: CallText | None
+                if mapped is not None and (
+                        entry := mapped.entry(attrs, span_name, scope)) is not None:
+                    if entry.tool is None:
+                        return None
+                    found = call_text(entry.tool, attrs, span_name, events)
+                else:
+                    found = builtin(attrs, span_name, events)
+                if found is None or (ignored is not None and ignored(found[0])):
+                    return None
+                return found
+
+        if len(self.readers) < _MAX_REMEMBERED_SCOPES:
+            self.readers[scope] = read
+        return read
+
+    def _ignored(self, name: str) -> bool:
+        known = self._ignores.get(name)
+        if known is None:
+            known = self.buffers.policy.ignores(name)
+            if len(self._ignores) < _MAX_REMEMBERED_NAMES:
+                self._ignores[name] = known
+        return known
 
     def _trace(self, state: TraceState) -> GuardTrace:
         guard: GuardTrace | None = state.guard
@@ -216,7 +255,7 @@ class LiveGuard:
             if ancestor is None:
                 break
             scope = ancestor.instrumentation_scope
-            if policy.is_agent(ancestor.attributes or {}, ancestor.name,
+            if policy.is_agent(attributes_of(ancestor), ancestor.name,
                                scope.name if scope is not None else ""):
                 key = pid
                 if nearest:

@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import SpanRecord, ToolCall
+from ..model import SpanEvent, SpanRecord, ToolCall
 from ..values import as_text
 from .kinds import SYNTHESIZED
 from .openinference import tool_message_call_id
 from .registry import AGENT_NAME_KEYS, NESTED_AGENT_NAME_KEYS, TOOL_CONVENTIONS
 from .spec import ToolConvention
 
-__all__ = ["agent_name_of", "tool_call", "tool_call_from", "tool_row"]
+__all__ = ["CallReader", "CallText", "agent_name_of", "call_reader", "call_text", "tool_call", "tool_call_from",
+           "tool_row"]
+
+#: ``call_text``'s answer: the tool name, the raw arguments (None: not recorded) and what
+#: unwraps their decoded value (``ToolConvention.arguments_from``).
+CallText = tuple[str, Any, Callable[[Any], Any] | None]
 
 
 def tool_call_from(
@@ -117,6 +122,86 @@ def tool_row(record: SpanRecord) -> ToolConvention | None:
         if (conv.when is None or attrs.get(conv.when[0]) == conv.when[1]) and (
                 conv.scope is None or record.scope.startswith(conv.scope)):
             return conv
+    return None
+
+
+#: Reads a tool span's call: ``(attrs, span name, events)`` -> ``CallText`` or None.
+CallReader = Callable[[Mapping[str, Any], str, tuple[SpanEvent, ...]], CallText | None]
+
+
+def call_reader(scope: str) -> CallReader:
+    """``call_text`` of the row ``tool_row`` picks, for the spans of one instrumentation
+    scope, written out as code: the rows that scope can use, in order, one lookup per key
+    they test and no loop; a plain row (its name in an attribute, arguments in attributes)
+    is read inline, the others through ``call_text``. The live guard reads every span's call
+    as the span starts, on the application thread."""
+    env: dict[str, Any] = {"call_text": call_text, "SYN": SYNTHESIZED}
+    lines = ["def read(attrs, span_name, events):", "    get = attrs.get"]
+    for i, conv in enumerate(c for c in TOOL_CONVENTIONS
+                             if c.scope is None or scope.startswith(c.scope)):
+        env[f"R{i}"], env[f"U{i}"] = conv, conv.arguments_from
+        tests = []
+        if conv.name is not None:
+            env[f"N{i}"] = conv.name
+            lines.append(f"    v = get(N{i})")
+            tests.append("v is not None")
+        if conv.when is not None:
+            env[f"W{i}"], env[f"V{i}"] = conv.when
+            tests.append(f"get(W{i}) == V{i}")
+        lines.append(f"    if {' and '.join(tests)}:")
+        plain = (conv.name is not None and conv.name_from is None and not conv.not_tools
+                 and conv.server_sep is None and not conv.argument_attributes
+                 and not conv.argument_events)
+        if not plain:
+            lines.append(f"        return call_text(R{i}, attrs, span_name, events)")
+            continue
+        lines += ["        if v.__class__ is not str or SYN in attrs:",
+                  f"            return call_text(R{i}, attrs, span_name, events)"]
+        for j, key in enumerate(conv.arguments):
+            env[f"A{i}_{j}"] = key
+            lines += [f"        {'if' if j == 0 else 'elif'} A{i}_{j} in attrs:",
+                      f"            return v, attrs[A{i}_{j}], U{i}"]
+        lines.append(f"        return v, None, U{i}")
+    lines.append("    return None")
+    exec("\n".join(lines), env)   # noqa: S102 - our own tables
+    read: CallReader = env["read"]
+    return read
+
+
+def call_text(conv: ToolConvention, attrs: Mapping[str, Any], span_name: str,
+              events: tuple[SpanEvent, ...] = ()) -> CallText | None:
+    """The tool name and raw arguments ``tool_call`` reads with the row ``conv``, and nothing
+    else (no result, id or ``ToolCall``): what the live guard needs as a tool span starts.
+    None when the span is no call (synthesized, or a name of ``conv.not_tools``)."""
+    name = span_name if conv.name is None else attrs[conv.name]
+    if conv.name_from is not None:
+        name = conv.name_from(as_text(name))
+    if SYNTHESIZED in attrs and attrs[SYNTHESIZED] is True or (
+            conv.not_tools and name in conv.not_tools):
+        return None
+    if name.__class__ is not str:
+        name = as_text(name)
+    if conv.server_sep is not None and conv.server_sep in name:
+        name = name.split(conv.server_sep, 1)[1]
+    arguments: Any = None
+    if conv.argument_attributes:
+        arguments = {key: attrs[key] for key in conv.argument_attributes if key in attrs}
+    for key in conv.arguments:
+        if key in attrs:
+            arguments = attrs[key]
+            break
+    else:
+        if conv.argument_events and events:
+            arguments = _event_value(events, conv.argument_events)
+    return name, arguments, conv.arguments_from
+
+
+def _event_value(events: tuple[SpanEvent, ...], sources: tuple[tuple[str, str], ...]) -> Any:
+    """``_from_events`` on a span's events (the first source present wins)."""
+    for source, key in sources:
+        for event_name, event_attrs in events:
+            if event_name == source and key in event_attrs:
+                return event_attrs[key]
     return None
 
 

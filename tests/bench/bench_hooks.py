@@ -21,8 +21,9 @@ Three processors replay the same events, alternating, ``--repeats`` times each:
 With ``--guard``, two more replay the same events: ``guard-names``, the same processor with a
 ``guard:`` section of name rules only (``disallowed`` names, ``allowed``, ``max_calls``,
 ``max_calls_per_tool``), and ``guard-all``, which adds the rules that read arguments (a
-``disallowed`` entry with a ``command`` condition and ``max_repeats``, so every call's
-arguments are decoded on the application thread). No call breaks a rule (the usual case).
+``disallowed`` entry with a ``command`` condition on ``bash``, whose arguments are decoded at
+each of its calls, and ``max_repeats``, which counts the other calls by their argument text).
+No call breaks a rule (the usual case).
 Their cost per tool span, ``(guard - tooleval) x spans / tool spans``, is printed after the
 table: the guard's work happens only for tool spans, plus a kind test at every span's start.
 
