@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .pairing import assign, memoised_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
@@ -155,9 +156,16 @@ _PENDING: Any = object()   # a pending call has no output yet: it equals no expe
 
 
 class ToolCorrectnessGrader:
-    """Grades the run's calls against DeepEval's ``expected_tools``."""
+    """Grades the run's calls against DeepEval's ``expected_tools``.
+
+    Violations: a paired call scoring below 1 (its arguments or output differ); in
+    ``exact_match`` mode every call that is not the expected one at its position, and the
+    calls beyond the expected ones; with no expected tools, every call. Other unpaired calls
+    cost nothing in DeepEval's score, so they are not listed.
+    """
 
     type = TYPE
+    names_calls = True
 
     def __init__(self, name: str, params: ToolCorrectnessParams, include_values: bool) -> None:
         self.name = name
@@ -238,8 +246,29 @@ class ToolCorrectnessGrader:
             score = 0.0
         passed = score >= self.threshold
         details = self._details(calls, pairs, exact)
+        offending = self._violations(calls, pairs)
+        if offending:
+            details["violations"] = offending
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            self._explain(calls, pairs, score, exact), details)
+
+    def _violations(self, calls: Sequence[ToolCall], pairs: Sequence[tuple[int, int, float]]
+                    ) -> list[dict[str, Any]]:
+        tools = self.params.expected_tools
+        n = len(tools)
+        if n == 0:
+            return [violation(c, "no tools were expected") for c in calls]
+        what = "arguments" if self.use_args else ""
+        if self.use_output:
+            what = f"{what} or output" if what else "output"
+        if self.mode == "exact_match":
+            out = [violation(c, f"not the expected {tools[c.index].name!r} (entry {c.index})")
+                   for c in calls[:n] if not self._same(c.index, c)]
+            out += [violation(c, f"extra call beyond the {n} expected") for c in calls[n:]]
+            return out
+        return [violation(calls[j], f"{what} differ from expected {tools[i].name!r} "
+                                    f"(entry {i})")
+                for i, j, s in sorted(pairs, key=lambda p: p[1]) if s < 1]
 
     def _assigned(self, run: AgentRun) -> tuple[list[tuple[int, int, float]], bool]:
         groups = run.calls_by_name()
