@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..model import RunReport, SpanRecord
@@ -20,7 +20,7 @@ from .grpc_receiver import start_grpc
 from .http_receiver import start_http
 from .options import ServeOptions, parse_address
 from .security import TokenStore, load_tls
-from .spans import _annotate, _encode_held, _Held
+from .spans import _annotate, _encode_held, _Held, _mark
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -64,6 +64,7 @@ class ToolEvalServer:
             logger_provider=logger_provider,
             on_report=self._on_report,
             name="otel-tooleval-serve-grader",
+            mark=self._mark,
         )
         self.ready = False
         self.draining = False
@@ -258,6 +259,9 @@ class ToolEvalServer:
 
     def _annotate(self, item: Any, record: SpanRecord, report: RunReport) -> Any:
         return _annotate(item, record, report, self.config)
+
+    def _mark(self, item: Any, record: SpanRecord, graders: Sequence[str]) -> Any:
+        return _mark(item, graders)
 
     def export(self, body: bytes, content_type: str) -> tuple[int, str]:
         """Check, parse and ingest one request body (the receivers' common path).
