@@ -266,9 +266,26 @@ class ToolCorrectnessGrader:
                    for c in calls[:n] if not self._same(c.index, c)]
             out += [violation(c, f"extra call beyond the {n} expected") for c in calls[n:]]
             return out
-        return [violation(calls[j], f"{what} differ from expected {tools[i].name!r} "
-                                    f"(entry {i})")
-                for i, j, s in sorted(pairs, key=lambda p: p[1]) if s < 1]
+        if not what:
+            return []    # names (and types) alone: every call of an expected tool pairs
+        found = [(j, f"{what} differ from expected {tools[i].name!r} (entry {i})")
+                 for i, j, s in pairs if s < 1]
+        # A call of an expected tool left unpaired while an entry of its name and type is
+        # missing: its arguments (or output) matched too little to pair at all.
+        paired = {i for i, _, _ in pairs}
+        used = {j for _, j, _ in pairs}
+        missing: dict[tuple[str, str], list[int]] = {}
+        for i, t in enumerate(tools):
+            if i not in paired:
+                missing.setdefault((t.name, t.type), []).append(i)
+        for c in calls:
+            entries = missing.get((c.name, call_type(c))) if c.index not in used else None
+            if entries:
+                which = f"entry {entries[0]}" if len(entries) == 1 else \
+                    "entries " + ", ".join(map(str, entries))
+                found.append((c.index, f"{what} differ from expected {c.name!r} ({which})"))
+        found.sort()
+        return [violation(calls[j], why) for j, why in found]
 
     def _assigned(self, run: AgentRun) -> tuple[list[tuple[int, int, float]], bool]:
         groups = run.calls_by_name()
