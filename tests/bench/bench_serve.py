@@ -3,7 +3,7 @@
 A standalone script, not a pytest test::
 
     python tests/bench/bench_serve.py [--spans 300000] [--batch 512] [--clients 2]
-                                      [--decision-wait 1] [--rounds 3]
+                                      [--decision-wait 1] [--rounds 3] [--no-violation-marks]
 
 It starts, each in its own process, on 127.0.0.1:
 - a sink: the next hop, an OTLP/HTTP endpoint that reads each request and answers 200;
@@ -181,19 +181,25 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--decision-wait", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-violation-marks", action="store_true",
+                        help="emit.violation_marks: false (tool spans pass through, unheld)")
     args = parser.parse_args(argv)
 
     sink_port, http_port = _free_port(), _free_port()
     sink = mp.Process(target=_sink, args=(sink_port,), daemon=True)
     sink.start()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(CONFIG)
+        f.write(CONFIG + ("emit: {violation_marks: false}\n" if args.no_violation_marks
+                          else ""))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    # serve logs a line per graded run: to a file, since a pipe nobody reads fills up (64 KiB,
+    # some 600 runs) and then blocks serve's grading thread.
+    log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - lives as long as serve does
     serve = subprocess.Popen(
         [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", f.name,
          "--grpc", "off", "--http", f"127.0.0.1:{http_port}",
          "--forward", f"http://127.0.0.1:{sink_port}", "--decision-wait",
-         str(args.decision_wait)], env=env, stderr=subprocess.PIPE, text=True)
+         str(args.decision_wait)], env=env, stderr=log, text=True)
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -204,7 +210,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                 pass
             if time.monotonic() > deadline or serve.poll() is not None:
                 serve.kill()
-                raise SystemExit(f"serve did not start: {serve.communicate()[1]}")
+                serve.wait()
+                log.seek(0)
+                raise SystemExit(f"serve did not start: {log.read()}")
             time.sleep(0.1)
         print(f"serve pid {serve.pid}; {args.clients} sender processes; batches of "
               f"{args.batch} spans; decision wait {args.decision_wait:g} s")
