@@ -346,3 +346,17 @@ def test_html_violation_flag_is_drawn_in_a_browser(tmp_path: Path) -> None:
     browse(binary, tmp_path / "profile2", f"--screenshot={shot}", "--window-size=1100,700",
            page.as_uri())
     assert shot.stat().st_size > 10_000
+
+
+def test_the_docs_example_runs_and_prints_the_marked_calls() -> None:
+    import subprocess
+    import sys
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "violations.md").read_text()
+    script = re.search(r"^```python\n(.*?)^```", page, re.DOTALL | re.MULTILINE)
+    printed = re.search(r"^prints\n\n```\n(.*?)^```", page, re.DOTALL | re.MULTILINE)
+    assert script is not None and printed is not None
+    done = subprocess.run([sys.executable, "-c", script.group(1)], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == printed.group(1)
