@@ -154,6 +154,12 @@ class EmitConfig(BaseModel):
     log_events: bool = True
     metrics: bool = True
     include_values: bool = False
+    violation_marks: bool = Field(
+        default=True,
+        description="ToolEvalSpanExporter and serve hold tool spans until their run is graded, "
+                    "so that the calls a failing grader lists under details.violations carry "
+                    "tooleval.violation and tooleval.violation.graders; false forwards tool "
+                    "spans at once, unmarked")
 
 
 class GradingConfig(BaseModel):

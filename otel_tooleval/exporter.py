@@ -8,6 +8,13 @@ arrived, so children that end just after their root still count, as pending call
 span goes straight on to the wrapped exporter in the same ``export`` call. The roots reach the
 wrapped exporter later, from the grading thread, as copies that carry the verdicts.
 
+Tool spans are held with their root (``emit.violation_marks``, on by default, when a configured
+grader can list violations): a tool span that a failing grader lists under
+``details.violations`` goes on as a copy carrying ``tooleval.violation=true`` and
+``tooleval.violation.graders``, the others as they are. Held tool spans are bounded as the
+roots are (``limits.max_spans_per_trace``, ``limits.max_open_runs``); they reach the wrapped
+exporter with the run's root instead of as they end.
+
 Every span handed to ``export`` reaches the wrapped exporter exactly once. Calls into the
 wrapped exporter are serialised by one lock (the batch processor's thread and the grading
 thread both export), except ``shutdown``, which may interrupt an export that hangs, as the SDK's
@@ -36,11 +43,13 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
 from . import _exit
-from ._compat import annotated_copy, detach, record_from_span, suppress_instrumentation
+from ._compat import annotated_copy, copy_with, detach, record_from_span, suppress_instrumentation
 from .config import ToolEvalConfig, config_from_mapping, load_config
+from .conventions import TOOL
 from .model import RunReport, SpanRecord
 from .sessions.model import SessionReport
 from .tail import TailGrader
+from .violations import mark_attributes
 
 __all__ = ["ToolEvalSpanExporter"]
 
@@ -99,7 +108,7 @@ class ToolEvalSpanExporter(SpanExporter):
                 logger_provider=logger_provider, on_report=on_report,
                 forward_session=self._forward_session, resource_of=_resource_of,
                 on_session=on_session, id_generator=id_generator,
-                name="otel-tooleval-exporter")
+                name="otel-tooleval-exporter", mark=self._mark)
         shutdown = getattr(exporter, "shutdown", None)
         try:
             self._shutdown_takes_timeout = (
@@ -225,6 +234,10 @@ class ToolEvalSpanExporter(SpanExporter):
         return annotated_copy(span, report, events=emit.span_events,
                               attributes=emit.root_attributes)
 
+    def _mark(self, span: ReadableSpan, record: SpanRecord, graders: Sequence[str]
+              ) -> ReadableSpan:
+        return copy_with(span, mark_attributes(graders), ())
+
     def _forward_held(self, spans: list[ReadableSpan]) -> None:
         """The grader's ``forward``: held spans (roots with verdicts) after a decision."""
         self._export_wrapped(spans, held=True)
@@ -278,7 +291,7 @@ class ToolEvalSpanExporter(SpanExporter):
 
     def _export_wrapped(self, spans: list[ReadableSpan], held: bool = False) -> SpanExportResult:
         if not self._acquire():
-            self._dropped(len(spans), held)
+            self._dropped(spans, held)
             return SpanExportResult.FAILURE
         deadline = self._deadline
         if deadline is not None:
@@ -286,7 +299,7 @@ class ToolEvalSpanExporter(SpanExporter):
             finished, result = self._call_wrapped(
                 "exporter.export", lambda: self.exporter.export(spans), deadline, release=True)
             if not finished:
-                self._dropped(len(spans), held)
+                self._dropped(spans, held)
                 return SpanExportResult.FAILURE
             if result is _FAILED:
                 return SpanExportResult.FAILURE
@@ -302,16 +315,37 @@ class ToolEvalSpanExporter(SpanExporter):
             self._lock.release()
         return result if isinstance(result, SpanExportResult) else SpanExportResult.SUCCESS
 
-    def _dropped(self, n: int, held: bool) -> None:
+    def _dropped(self, spans: list[ReadableSpan], held: bool) -> None:
         """Spans the wrapped exporter could not take before the shutdown deadline: held run
         roots count as ``shutdown`` (one per run, as the processor counts), spans passing
-        through as ``export_deadline`` (one per span)."""
-        if self._grader is not None:
-            self._grader._drop_count(n, "shutdown" if held else "export_deadline")
+        through and held tool spans (``emit.violation_marks``) as ``export_deadline`` (one
+        per span)."""
+        n = len(spans)
+        grader = self._grader
+        if grader is not None:
+            if not held:
+                grader._drop_count(n, "export_deadline")
+            else:
+                tools = self._tool_spans(spans) if grader.buffers.hold_tools else 0
+                grader._drop_count(n - tools, "shutdown")
+                grader._drop_count(tools, "export_deadline")
         if "deadline" not in self._reported:
             self._reported.add("deadline")
             _log.warning("otel-tooleval: the wrapped exporter was still busy at the shutdown "
                          "deadline; %d span(s) were not exported", n)
+
+    def _tool_spans(self, spans: list[ReadableSpan]) -> int:
+        """How many of ``spans`` are tool spans (read again: this runs on drops only)."""
+        kind = self.config.policy.record_kind
+        count = 0
+        for span in spans:
+            try:
+                record = record_from_span(span)
+            except Exception:  # noqa: BLE001 - unreadable: counted as a root, as before
+                record = None
+            if record is not None and kind(record) & TOOL and not record.is_local_root:
+                count += 1
+        return count
 
     def _report(self, where: str) -> None:
         # Log each kind of failure once, with its traceback; never raise into the caller.

@@ -8,14 +8,17 @@ processor:
 - every span of an open trace is kept as a ``SpanRecord`` (spans that can be neither a run nor
   its root keep no attributes);
 - spans that may be a run's root (local roots, agent spans, framework spans with an agent span
-  below them) are *held*; every other span is handed back to be forwarded at once;
+  below them) are *held*; so are tool spans when the front door marks offending calls
+  (``emit.violation_marks`` and a grader that can list violations); every other span is handed
+  back to be forwarded at once;
 - when a local root of the trace arrives (no parent, or a parent in another process), the trace
   becomes due ``decision_wait`` seconds later, so children that end just after their root
   still count (as pending calls, as in the processor). Another local root arriving before then
   moves the decision back;
 - at the decision the trace is cut into runs exactly as ``otel-tooleval grade`` cuts a finished
   trace (``trajectory.find_runs``), every run is graded, the held roots are forwarded with their
-  verdicts and the other held spans as they are;
+  verdicts, the held tool spans that a failing grader lists under ``details.violations`` with
+  their marks (``otel_tooleval.violations``), and the other held spans as they are;
 - spans of a decided trace that arrive later (within ``limits.tombstone_seconds``) are late:
   forwarded at once and counted as ``late_span``;
 - a trace whose local root never arrives is decided ``limits.run_ttl_seconds`` after its last
@@ -38,7 +41,7 @@ import threading
 import time
 import weakref
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Generic, TypeVar
@@ -53,6 +56,7 @@ from .model import RunReport, SpanRecord
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
 from .trajectory import build_run, find_runs
+from .violations import flagged_spans, names_calls
 
 __all__ = ["Decision", "TailBuffers", "TailGrader"]
 
@@ -98,7 +102,7 @@ class TailBuffers(Generic[H]):
     def __init__(self, config: ToolEvalConfig, decision_wait: float, *,
                  max_spans: int | None = None, max_bytes: int | None = None,
                  on_drop: Callable[[str, int], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, hold_tools: bool = False) -> None:
         if decision_wait < 0:
             raise ValueError("decision_wait must not be negative")
         self.policy = config.policy
@@ -108,6 +112,7 @@ class TailBuffers(Generic[H]):
         self.decision_wait = decision_wait
         self.max_spans = max_spans
         self.max_bytes = max_bytes
+        self.hold_tools = hold_tools   # tool spans wait for their run's verdict too
         self._on_drop = on_drop
         self._clock = clock
         self._lock = threading.Lock()
@@ -162,6 +167,7 @@ class TailBuffers(Generic[H]):
         evicted: list[Decision[H]] = []
         max_spans = self.limits.max_spans_per_trace
         policy_kind = self.policy.record_kind
+        hold_tools = self.hold_tools
         with self._lock:
             traces = self._traces
             for record, item, size in items:
@@ -195,9 +201,9 @@ class TailBuffers(Generic[H]):
                     trace.bytes += size
                     self.bytes += size
                     self.spans += 1
-                if root:
+                if root or (hold_tools and kind & TOOL):
                     trace.held.append((record, item if hold is None else hold(item)))
-                    if record.is_local_root:
+                    if root and record.is_local_root:
                         trace.due = now + self.decision_wait
                         heapq.heappush(self._due, (trace.due, trace_id))
                 else:
@@ -283,6 +289,10 @@ class TailGrader(Generic[H]):
     :meth:`flush` and at :meth:`shutdown`, and its span goes to ``forward_session`` (a
     ``ReadableSpan``), on the grading thread. ``resource_of(item)`` gives the resource of a
     held root's spans, for the session span.
+
+    With ``mark``, tool spans are held too (when ``emit.violation_marks`` is on and a
+    configured grader can list violations), and each one a failing grader lists is replaced
+    by ``mark(item, record, grader names)``.
     """
 
     def __init__(self, config: ToolEvalConfig, *,
@@ -296,17 +306,21 @@ class TailGrader(Generic[H]):
                  resource_of: Callable[[H], Any] | None = None,
                  on_session: Callable[[SessionReport], None] | None = None,
                  id_generator: Any = None,
-                 name: str = "otel-tooleval-tail") -> None:
+                 name: str = "otel-tooleval-tail",
+                 mark: Callable[[H, SpanRecord, Sequence[str]], H] | None = None) -> None:
         self.config = config
         emit = config.emit
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._forward_items = forward
         self._annotate = annotate
+        self._mark = mark if mark is not None and emit.violation_marks and names_calls(
+            entry.grader for entry in config.graders) else None
         self._on_report = on_report
         self._name = name
         self.buffers: TailBuffers[H] = TailBuffers(config, decision_wait, max_spans=max_spans,
-                                                   max_bytes=max_bytes, on_drop=self._count_drop)
+                                                   max_bytes=max_bytes, on_drop=self._count_drop,
+                                                   hold_tools=self._mark is not None)
         self.graded: Counter[str] = Counter()
         self._reported: set[str] = set()
         self._closed = False
@@ -485,14 +499,25 @@ class TailGrader(Generic[H]):
                     reports[root.span_id] = report
         finally:
             detach(token)
+        marks: dict[int, list[str]] = {}
+        if self._mark is not None:
+            for report in reports.values():
+                # A call of a nested agent's run (nested_agents: separate) is also its outer
+                # run's: both runs' graders name it.
+                for span_id, graders in flagged_spans(report.results).items():
+                    known = marks.setdefault(span_id, [])
+                    known += [g for g in graders if g not in known]
         items: list[H] = []
         for record, item in decision.held:
             report = reports.pop(record.span_id, None)
-            if report is None:
-                items.append(item)
-                continue
-            items.append(self._annotate(item, record, report))
-            emits.append((report, record))
+            if report is not None:
+                item = self._annotate(item, record, report)
+                emits.append((report, record))
+            flagged = marks.get(record.span_id) if marks else None
+            if flagged and self._mark is not None:
+                item = self._mark(item, record, flagged)
+                self.graded["marked_spans"] += 1
+            items.append(item)
         for report in reports.values():   # a run whose root was not held (its parent was lost)
             self.graded["unannotated_runs"] += 1
             emits.append((report, None))

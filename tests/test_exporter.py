@@ -34,6 +34,8 @@ CONFIG = {
         {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}},
     ]
 }
+# Tool spans pass straight through (not held for their violation marks).
+PASS_THROUGH = {**CONFIG, "emit": {"violation_marks": False}}
 
 
 class Setup(VerdictSinks):
@@ -125,8 +127,13 @@ def test_root_reaches_the_wrapped_exporter_as_a_copy_with_verdicts(s: Setup) -> 
     assert [e.attributes["gen_ai.evaluation.score.label"] for e in events] == ["pass", "fail"]
     assert all(e.timestamp == root.end_time for e in events)
     for span in s.finished():
-        if span is not root:
-            assert not any(k.startswith("tooleval.") for k in span.attributes or {})
+        if span is root:
+            continue
+        marks = {k: v for k, v in (span.attributes or {}).items() if k.startswith("tooleval.")}
+        if span.name == "execute_tool delete":     # the call no-delete names
+            assert marks == {"tooleval.violation": True, "tooleval.violation.graders": ("no-delete",)}
+        else:
+            assert marks == {}
     # log events in the root's context, metrics by agent
     logs = [d.log_record for d in s.logs.get_finished_logs()]
     assert [r.event_name for r in logs] == ["gen_ai.evaluation.result"] * 2
@@ -138,7 +145,7 @@ def test_root_reaches_the_wrapped_exporter_as_a_copy_with_verdicts(s: Setup) -> 
 
 
 def test_children_go_on_at_once_and_the_root_after_the_decision_wait() -> None:
-    s = Setup(decision_wait=1.0)
+    s = Setup(PASS_THROUGH, decision_wait=1.0)
     try:
         s.agent_run(["search"])
         names = [span.name for span in s.finished()]
@@ -267,7 +274,7 @@ class Recording(SpanExporter):
 
 def test_force_flush_and_shutdown_semantics() -> None:
     wrapped = Recording()
-    s = Setup(wrapped=wrapped, decision_wait=30.0)
+    s = Setup(PASS_THROUGH, wrapped=wrapped, decision_wait=30.0)
     s.agent_run(["search"])
     assert len(wrapped.batches) == 2                # the children, one by one
     assert s.exporter.force_flush(5_000) is True    # skips the rest of the wait
@@ -299,7 +306,7 @@ class Raising(Recording):
 def test_wrapped_exporter_that_raises_never_reaches_the_caller(
         caplog: pytest.LogCaptureFixture) -> None:
     wrapped = Raising()
-    s = Setup(wrapped=wrapped, decision_wait=0.0)
+    s = Setup(PASS_THROUGH, wrapped=wrapped, decision_wait=0.0)
     s.agent_run(["search"])        # SimpleSpanProcessor: export runs on this thread
     assert s.exporter.force_flush(5_000) is False
     assert len(s.reports) == 1     # graded all the same
@@ -329,7 +336,7 @@ class Hanging(Recording):
 
 def test_hanging_wrapped_exporter_flush_and_shutdown_are_bounded() -> None:
     wrapped = Hanging()
-    exporter = ToolEvalSpanExporter(wrapped, CONFIG, decision_wait=0.0)
+    exporter = ToolEvalSpanExporter(wrapped, PASS_THROUGH, decision_wait=0.0)
     provider = TracerProvider()
     memory = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(memory))

@@ -317,13 +317,15 @@ def test_grade_include_calls_adds_the_calls_to_the_json(
     assert researcher["calls"][2] == {
         "step": 1, "name": "fetch_page", "arguments": {"url": "https://example.invalid/"},
         "result": "connection refused", "status": "error", "error": "connection refused",
-        "duration_ms": 2.0, "span_id": "00f067aa0ba90206"}
-    # the same call objects as inspect's, less the convention
+        "duration_ms": 2.0, "span_id": "00f067aa0ba90206",
+        "violation": False, "violation_graders": []}
+    # the same call objects as inspect's, less the convention (inspect grades nothing)
     main(["inspect", str(JSONL), "-f", "json"])
     inspected = json.loads(capsys.readouterr().out)
     calls = next(r for r in inspected["runs"] if r["agent"] == "researcher")["calls"]
     assert [{k: v for k, v in c.items() if k != "convention"} for c in calls] == \
-        researcher["calls"]
+        [{k: v for k, v in c.items() if not k.startswith("violation")}
+         for c in researcher["calls"]]
 
 
 def test_include_calls_without_json_is_bad_usage(config_file: Callable[[str], str],

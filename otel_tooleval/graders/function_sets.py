@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, field_validator
 
 from ..model import AgentRun, GradeResult, RunReport, ToolCall
+from ..violations import violation
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = [
@@ -214,6 +215,7 @@ class FunctionSetsGrader:
     """Grades a run's tool selection against equal-function sets."""
 
     type = TYPE
+    names_calls = True   # calls of no class: violations
 
     def __init__(self, name: str, params: FunctionSetsParams, include_values: bool = False
                  ) -> None:
@@ -300,6 +302,7 @@ class FunctionSetsGrader:
                 "unexpected_tools": list(unexpected),
                 "unexpected_calls": sorted(i for v in unexpected.values() for i in v),
                 "expectations": checks,
+                **_unexpected(run, unexpected),
             },
         )
 
@@ -310,6 +313,15 @@ class FunctionSetsGrader:
     def tally(self) -> SelectionTally:
         """An empty running :meth:`aggregate`: results added one at a time, none kept."""
         return SelectionTally(self.expectations)
+
+
+def _unexpected(run: AgentRun, unexpected: Mapping[str, Sequence[int]]) -> dict[str, Any]:
+    """``violations``: every call of a tool in no class."""
+    if not unexpected:
+        return {}
+    found = sorted(i for v in unexpected.values() for i in v)
+    return {"violations": [violation(run.calls[i], "unexpected tool: in no expected class")
+                           for i in found]}
 
 
 class SelectionTally:

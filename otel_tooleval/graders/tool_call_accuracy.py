@@ -17,6 +17,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .pairing import assign, class_candidates, longest_then_best, value_key
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
@@ -100,6 +101,7 @@ class ToolCallAccuracyGrader:
     """Grades the run's calls against Ragas' ``reference_tool_calls``."""
 
     type = TYPE
+    names_calls = True   # extra calls and calls whose arguments differ: violations
 
     def __init__(self, name: str, params: ToolCallAccuracyParams, include_values: bool) -> None:
         self.name = name
@@ -141,12 +143,19 @@ class ToolCallAccuracyGrader:
             rows.append(row)
         paired = {i for i, _, _ in pairs}
         used = {j for _, j, _ in pairs}
-        details = {
+        details: dict[str, Any] = {
             "strict_order": self.params.strict_order, "threshold": self.params.threshold,
             "pairs": rows, "denominator": denominator,
             "unmatched_reference": [i for i in range(len(refs)) if i not in paired],
             "unpaired_calls": sorted(set(range(len(calls))).difference(used)),
         }
+        offending = [(j, f"arguments differ from reference {i} ({refs[i].name!r})")
+                     for i, j, s in pairs if s < 1]
+        offending += [(c.index, "extra call: not paired with a reference call")
+                      for c in calls if c.index not in used]
+        if offending:
+            offending.sort()
+            details["violations"] = [violation(calls[j], why) for j, why in offending]
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            self._explain(calls, pairs, details, score), details)
 

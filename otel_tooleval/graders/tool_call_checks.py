@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..model import AgentRun, GradeResult, ToolCall, text_of
+from ..violations import violation
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 from .tool_call_order import (
     NOT_EMPTY,
@@ -77,9 +78,14 @@ class CountEntry(SdkEntry[CountCriteria]):
 
 
 class ToolCallCountGrader:
-    """Checks how many times each named tool was called (pending calls included)."""
+    """Checks how many times each named tool was called (pending calls included).
+
+    A count over its bound (``<``, ``<=``, ``==``) lists the calls past the bound, in run
+    order, as violations: with ``<= 2``, the third call and every one after it.
+    """
 
     type = COUNT
+    names_calls = True
 
     def __init__(self, name: str, spec: Spec[CountCriteria]) -> None:
         self.name = name
@@ -108,8 +114,29 @@ class ToolCallCountGrader:
                             f"{c['operator']} {c['expected']}" for c in failed[:3])
             more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
             text = f"{held} of {len(checks)} count checks hold: {why}{more}."
-        return verdict(self.name, COUNT, self.spec, score, text,
-                       {"checks": checks, "actual_tool_calls": counts})
+        details: dict[str, Any] = {"checks": checks, "actual_tool_calls": counts}
+        offending = _over_counts(failed, run)
+        if offending:
+            details["violations"] = offending
+        return verdict(self.name, COUNT, self.spec, score, text, details)
+
+
+def _over_counts(failed: Sequence[Mapping[str, Any]], run: AgentRun) -> list[dict[str, Any]]:
+    """The calls past an upper bound of the failed count checks, in run order."""
+    groups = run.calls_by_name()
+    out: list[dict[str, Any]] = []
+    for check in failed:
+        op, n = check["operator"], check["expected"]
+        if op == "<":
+            allowed = n - 1
+        elif op in ("<=", "==", "="):
+            allowed = n
+        else:
+            continue   # too few calls (>, >=) or exactly the count refused (!=): no call is over
+        reason = f"over the count: {check['tool']!r} {op} {n}"
+        out.extend(violation(c, reason) for c in groups.get(check["tool"], ())[max(allowed, 0):])
+    out.sort(key=lambda v: int(v["call"]))
+    return out
 
 
 # -- pairing --------------------------------------------------------------------------------------
@@ -272,9 +299,14 @@ def _args_match(expected: Mapping[str, Any], call: ToolCall, subset: bool) -> bo
 
 
 class ToolCallArgsGrader:
-    """Pairs expected ``{name, args}`` entries with calls whose arguments match."""
+    """Pairs expected ``{name, args}`` entries with calls whose arguments match.
+
+    When an entry stays unpaired although its tool was called, the calls of that tool that no
+    entry took are listed as violations: they are the calls whose arguments differ.
+    """
 
     type = ARGS
+    names_calls = True
 
     def __init__(self, name: str, spec: Spec[ArgsCriteria], include_values: bool) -> None:
         self.name = name
@@ -313,8 +345,30 @@ class ToolCallArgsGrader:
         text = _pairing_text("calls", what,
                              [(e.name, c) for e, c in zip(expected, candidates)], paired,
                              by_name)
+        details: dict[str, Any] = {"expected": entries, "matched": matched,
+                                   "subset": self.subset}
+        offending = self._mismatches(run, paired)
+        if offending:
+            details["violations"] = offending
         return verdict(self.name, ARGS, self.spec, _score(self.spec, matched, len(expected)),
-                       text, {"expected": entries, "matched": matched, "subset": self.subset})
+                       text, details)
+
+    def _mismatches(self, run: AgentRun, paired: Sequence[int | None]) -> list[dict[str, Any]]:
+        expected = self.spec.criteria.tool_calls
+        used = {p for p in paired if p is not None}
+        groups = run.calls_by_name()
+        entries: dict[str, list[int]] = {}      # tool -> its unpaired entries
+        for i, (e, p) in enumerate(zip(expected, paired)):
+            if p is None and e.name in groups:
+                entries.setdefault(e.name, []).append(i)
+        out: list[dict[str, Any]] = []
+        for tool, unpaired in entries.items():
+            which = (f"entry {unpaired[0]}" if len(unpaired) == 1
+                     else "entries " + ", ".join(map(str, unpaired)))
+            reason = f"arguments differ from expected {tool!r} ({which})"
+            out.extend(violation(c, reason) for c in groups[tool] if c.index not in used)
+        out.sort(key=lambda v: int(v["call"]))
+        return out
 
 
 # -- output ---------------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .pairing import value_key
 from .registry import GraderFamily, params_of, register
 from .tool_call_accuracy import RAGAS_HINTS, ReferenceCall, UnitInterval, arguments_of, span_hex
@@ -38,6 +39,7 @@ class ToolCallF1Grader:
     """F1 of the run's (name, arguments) multiset against the reference calls."""
 
     type = TYPE
+    names_calls = True   # false positives: violations
 
     def __init__(self, name: str, params: ToolCallF1Params, include_values: bool) -> None:
         self.name = name
@@ -86,13 +88,16 @@ class ToolCallF1Grader:
             rows.append(row)
         paired = {i for i, _ in pairs}
         used = {call.index for _, call in pairs}
-        details = {
+        details: dict[str, Any] = {
             "true_positives": tp, "false_positives": fp, "false_negatives": fn,
             "precision": precision, "recall": recall, "threshold": self.params.threshold,
             "pairs": rows,
             "unmatched_reference": [i for i in range(len(refs)) if i not in paired],
             "unexpected_calls": sorted(set(range(len(calls))).difference(used)),
         }
+        if fp:
+            details["violations"] = [violation(c, "not in the reference (a false positive)")
+                                     for c in calls if c.index not in used]
         return GradeResult(self.name, TYPE, f1, passed, "pass" if passed else "fail",
                            _explain(refs, calls, details, f1), details)
 

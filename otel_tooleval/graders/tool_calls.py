@@ -21,6 +21,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .matching import UserRegex, compile_user, matches, max_match_chars
 from .registry import (
     CONFIGURATION_ERROR,
@@ -209,6 +210,7 @@ class ToolCallsGrader:
     """Grades a run against required / disallowed / sequence matchers."""
 
     type = TYPE
+    names_calls = True
 
     def __init__(self, name: str, params: ToolCallsParams) -> None:
         self.name = name
@@ -243,6 +245,11 @@ class ToolCallsGrader:
         else:
             explanation = (f"{len(failing)} of {len(checks)} checks failed: "
                            + "; ".join(failing) + ".")
+        details: dict[str, Any] = {"checks": checks}
+        offending = [violation(run.calls[j], f"disallowed {c['matcher']!r}")
+                     for c in checks if c["check"] == "disallowed" for j in c["calls"]]
+        if offending:
+            details["violations"] = sorted(offending, key=_call_of)
         return GradeResult(
             name=self.name,
             type=TYPE,
@@ -250,7 +257,7 @@ class ToolCallsGrader:
             passed=passed,
             label="pass" if passed else "fail",
             explanation=explanation,
-            details={"checks": checks},
+            details=details,
         )
 
     def _candidates(self, by_name: Mapping[str, Sequence[ToolCall]]) -> list[list[ToolCall]]:
@@ -347,6 +354,10 @@ class ToolCallsGrader:
 
 def _index(call: ToolCall) -> int:
     return call.index
+
+
+def _call_of(entry: dict[str, Any]) -> int:
+    return int(entry["call"])
 
 
 def _positions(calls: Sequence[ToolCall]) -> str:

@@ -28,6 +28,7 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .pairing import assign_classes, class_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
@@ -156,9 +157,16 @@ _PENDING: Any = object()   # a pending call has no output yet: it equals no expe
 
 
 class ToolCorrectnessGrader:
-    """Grades the run's calls against DeepEval's ``expected_tools``."""
+    """Grades the run's calls against DeepEval's ``expected_tools``.
+
+    Violations: a paired call scoring below 1 (its arguments or output differ); in
+    ``exact_match`` mode every call that is not the expected one at its position, and the
+    calls beyond the expected ones; with no expected tools, every call. Other unpaired calls
+    cost nothing in DeepEval's score, so they are not listed.
+    """
 
     type = TYPE
+    names_calls = True
 
     def __init__(self, name: str, params: ToolCorrectnessParams, include_values: bool) -> None:
         self.name = name
@@ -239,8 +247,46 @@ class ToolCorrectnessGrader:
             score = 0.0
         passed = score >= self.threshold
         details = self._details(calls, pairs, exact)
+        offending = self._violations(calls, pairs)
+        if offending:
+            details["violations"] = offending
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            self._explain(calls, pairs, score, exact), details)
+
+    def _violations(self, calls: Sequence[ToolCall], pairs: Sequence[tuple[int, int, float]]
+                    ) -> list[dict[str, Any]]:
+        tools = self.params.expected_tools
+        n = len(tools)
+        if n == 0:
+            return [violation(c, "no tools were expected") for c in calls]
+        what = "arguments" if self.use_args else ""
+        if self.use_output:
+            what = f"{what} or output" if what else "output"
+        if self.mode == "exact_match":
+            out = [violation(c, f"not the expected {tools[c.index].name!r} (entry {c.index})")
+                   for c in calls[:n] if not self._same(c.index, c)]
+            out += [violation(c, f"extra call beyond the {n} expected") for c in calls[n:]]
+            return out
+        if not what:
+            return []    # names (and types) alone: every call of an expected tool pairs
+        found = [(j, f"{what} differ from expected {tools[i].name!r} (entry {i})")
+                 for i, j, s in pairs if s < 1]
+        # A call of an expected tool left unpaired while an entry of its name and type is
+        # missing: its arguments (or output) matched too little to pair at all.
+        paired = {i for i, _, _ in pairs}
+        used = {j for _, j, _ in pairs}
+        missing: dict[tuple[str, str], list[int]] = {}
+        for i, t in enumerate(tools):
+            if i not in paired:
+                missing.setdefault((t.name, t.type), []).append(i)
+        for c in calls:
+            entries = missing.get((c.name, call_type(c))) if c.index not in used else None
+            if entries:
+                which = f"entry {entries[0]}" if len(entries) == 1 else \
+                    "entries " + ", ".join(map(str, entries))
+                found.append((c.index, f"{what} differ from expected {c.name!r} ({which})"))
+        found.sort()
+        return [violation(calls[j], why) for j, why in found]
 
     def _assigned(self, run: AgentRun) -> tuple[list[tuple[int, int, float]], bool]:
         calls = run.calls

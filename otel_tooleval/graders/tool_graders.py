@@ -181,6 +181,11 @@ class ToolGrader:
         self.ground_truth_attribute = ground_truth_attribute
         self.threshold = float(params.threshold)
 
+    @property
+    def names_calls(self) -> bool:
+        """A custom function may list ``violations`` in its details; built-ins never do."""
+        return self.custom is not None
+
     def grade(self, run: AgentRun) -> GradeResult:
         try:
             if self.custom is not None:

@@ -30,6 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
+from ..violations import violation
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
@@ -444,9 +445,15 @@ _TALLIES = {"hit": "hits", "miss": "misses", "neutral": "neutral"}
 
 
 class ToolTrajectoryGrader:
-    """Grades a run against minimums (any_order) or an expected call list (in_order, exact)."""
+    """Grades a run against minimums (any_order) or an expected call list (in_order, exact).
+
+    Violations: in ``exact`` mode the calls out of place (another tool, or other arguments,
+    than the entry at their position) and the calls beyond the expected ones; in both sequence
+    modes a matched call over its ``max_duration_ms``.
+    """
 
     type = TYPE
+    names_calls = True
 
     def __init__(self, name: str, params: ToolTrajectoryParams, include_values: bool) -> None:
         self.name = name
@@ -545,7 +552,27 @@ class ToolTrajectoryGrader:
         }
         if exact:
             details["extra_calls"] = extra
+        offending = self._violations(calls, rows, exact)
+        if offending:
+            details["violations"] = offending
         return score, self._explain(rows, hits, exact, extra, slow, latency), details
+
+    def _violations(self, calls: Sequence[ToolCall], rows: Sequence[Mapping[str, Any]],
+                    exact: bool) -> list[dict[str, Any]]:
+        out = []
+        for e, row in zip(self.entries, rows):
+            if row.get("latency") == "miss" and row["call"] is not None:
+                out.append(violation(calls[row["call"]],
+                                     f"over the {e.limit:g} ms limit of entry {e.index} "
+                                     f"({e.tool!r})"))
+            elif exact and row["call"] is None and row["actual_tool"] is not None:
+                what = ("arguments differ from" if row["actual_tool"] == e.tool
+                        else "another tool than")
+                out.append(violation(calls[e.index], f"{what} entry {e.index} ({e.tool!r})"))
+        if exact:
+            n = len(self.entries)
+            out.extend(violation(c, f"extra call beyond the {n} expected") for c in calls[n:])
+        return out
 
     def _explain(self, rows: list[dict[str, Any]], hits: int, exact: bool, extra: list[int],
                  slow: list[str], latency: Mapping[str, int]) -> str:

@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..sessions.turns import TurnsGrader
+from ..violations import violation
 from .registry import (
     BuildContext,
     ConfigProblems,
@@ -281,8 +282,21 @@ class ToolTrajectoryAvgScoreGrader:
             "matched": sum(1 for j in paired if j is not None), "pairing": rows,
             "actual_tool_calls": [c.name for c in calls[:100]],
         }
+        if self.match_type == "EXACT" and why is not None:
+            details["violations"] = self._out_of_place(calls, paired)
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail", text,
                            details)
+
+    def _out_of_place(self, calls: Sequence[ToolCall], paired: Sequence[int | None]
+                      ) -> list[dict[str, Any]]:
+        """EXACT: the calls that are not the expected use at their position, and the extra
+        ones (IN_ORDER and ANY_ORDER allow extra calls and blame none)."""
+        n = len(self.expected)
+        out = [violation(c, f"not the expected {self.expected[c.index][0]!r} "
+                            f"(entry {c.index})")
+               for c in calls[:n] if paired[c.index] is None]
+        out += [violation(c, f"extra call beyond the {n} expected") for c in calls[n:]]
+        return out
 
     # Each mode returns the pairing (entry -> call position or None) and, when the calls do
     # not match, the reason for the explanation.

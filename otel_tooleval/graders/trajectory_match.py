@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, WithJsonSchema
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import violation
 from .registry import (
     BuildContext,
     ConfigProblems,
@@ -230,6 +231,7 @@ class TrajectoryMatchGrader:
     """Compares a run's calls with reference calls under one of agentevals' four modes."""
 
     type = TYPE
+    names_calls = True   # unpaired calls, where they count: violations
 
     def __init__(self, name: str, params: TrajectoryMatchParams,
                  reference: Sequence[ReferenceCall], rules: Mapping[str, ArgsRule],
@@ -311,6 +313,9 @@ class TrajectoryMatchGrader:
                 {"call": c.index, "tool": c.name, "span_id": _span(c)}
                 for c in unpaired_calls[:_LISTED]]
             details["unpaired_call_count"] = len(unpaired_calls)
+            if unpaired_calls:   # every one, not only the listed: each span gets its mark
+                details["violations"] = [violation(c, "extra call: not in the reference")
+                                         for c in unpaired_calls]
         text = self._explain(passed, missing, unpaired_calls, calls, steps_note, step_names)
         score = 1.0 if passed else 0.0
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail", text,

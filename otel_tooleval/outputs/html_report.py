@@ -321,6 +321,8 @@ def _legend() -> str:
             '<span class="m m-partial">◐</span> counted, but the check failed '
             '<span class="m m-extra">+</span> extra, allowed by a passing grader '
             '<span class="m m-broke">✗</span> broke a check '
+            '<span class="flag f-violation">violation</span> a call a failing grader names '
+            '(tooleval.violation) '
             '<span class="lg-bar bar-plain late"></span> pending</p>')
 
 

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from ..model import RunReport
+from ..violations import flagged_calls
 from .calls import call_to_dict
 from .spool import DEFAULT_SPOOL_BYTES
 from .stream import ReportWriter
@@ -23,7 +24,9 @@ def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     """``{"runs": [RunReport.to_dict(), ...], "aggregate": aggregate}`` and a newline.
 
     With ``include_calls`` each run also has ``calls``: every tool call as
-    :func:`calls.call_to_dict` gives it (``grade --include-calls``).
+    :func:`calls.call_to_dict` gives it (``grade --include-calls``), plus ``violation`` (a
+    failing grader lists the call under ``details.violations``) and ``violation_graders``
+    (their names; empty when none), as the exported tool spans carry them.
 
     One run per line, so line tools (``grep``, ``head``, diffs) work on the document; that
     layout also keeps json's C encoder (indentation would take the pure-Python one, four
@@ -76,7 +79,12 @@ def json_text(value: Any) -> str:
 def _run_dict(report: RunReport, include_calls: bool) -> dict[str, Any]:
     doc = report.to_dict()
     if include_calls:
-        doc["calls"] = [call_to_dict(call) for call in report.run.calls]
+        flagged = flagged_calls(report.results)
+        calls = doc["calls"] = [call_to_dict(call) for call in report.run.calls]
+        for position, call in enumerate(calls):
+            graders = flagged.get(position, [])
+            call["violation"] = bool(graders)
+            call["violation_graders"] = graders
     return doc
 
 

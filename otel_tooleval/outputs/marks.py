@@ -13,7 +13,10 @@ so custom graders that follow the same naming get marks too:
 - ``call``, ``lcs_calls``, ``matched_calls`` and a list under ``matched`` satisfied their part;
 - a list under ``calls`` follows the nearest verdict above it (``passed``, ``met``, ``matched``,
   ``ok``, else the result's own): satisfied when it holds, else *partial*, a call that counted
-  towards a check that still failed overall.
+  towards a check that still failed overall;
+- each entry of ``violations`` (``otel_tooleval.violations``: ``{call, span_id, tool, reason}``)
+  broke the rule its ``reason`` names, or is *extra* under a verdict that holds; a call that
+  is already marked broken keeps its first reason rather than gaining a second wording of it.
 
 A position is a plain int that indexes ``run.calls``; anything else is ignored.
 """
@@ -25,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import GradeResult
+from ..violations import KEY
 
 __all__ = ["BROKE", "EXTRA", "PARTIAL", "SATISFIED", "Mark", "call_marks"]
 
@@ -94,7 +98,9 @@ class _Walk:
         for key, value in node.items():
             if key.__class__ is not str:
                 continue
-            if key in _POSITION_KEYS:
+            if key == KEY:
+                self._violations(value, holds)
+            elif key in _POSITION_KEYS:
                 positions = _positions(key, value)
                 if positions:
                     verdict = _verdict(key, node, holds)
@@ -104,6 +110,27 @@ class _Walk:
                 # else e.g. [{"call": j, "args": ...}]: calls shown, not calls matched
             elif isinstance(value, (Mapping, list, tuple)):
                 self.visit(value, holds, reason, depth + 1)
+
+
+    def _violations(self, entries: Any, holds: bool) -> None:
+        if not isinstance(entries, (list, tuple)):
+            return
+        verdict = EXTRA if holds else BROKE
+        for entry in entries:
+            self.nodes += 1
+            if self.nodes > _MAX_NODES:
+                return
+            if not isinstance(entry, Mapping):
+                continue
+            position = entry.get("call")
+            if position.__class__ is not int:
+                continue
+            reason = entry.get("reason")
+            held = self.found.get(position)
+            if held is not None and held[0] == verdict:
+                continue
+            self.add(position, verdict, reason if isinstance(reason, str) and reason
+                     else "violation")
 
 
 def _positions(key: str, value: Any) -> list[int]:

@@ -1,5 +1,9 @@
 """The timeline of one run in the HTML report: one row per tool call, bars placed by start time
-and duration, and one column per grader marking the calls that satisfied or broke its checks."""
+and duration, and one column per grader marking the calls that satisfied or broke its checks.
+
+A call that failing graders list under ``details.violations`` gets a ``violation`` flag naming
+them and a red edge (``data-violation`` on its row): the mark its exported span carries as
+``tooleval.violation``."""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from dataclasses import dataclass
 from html import escape
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..violations import flagged_calls
 from .marks import BROKE, EXTRA, PARTIAL, SATISFIED, Mark, call_marks
 from .text import fmt_duration, one_line
 
@@ -68,6 +73,7 @@ def render_timeline(run: AgentRun, results: Sequence[GradeResult]) -> str:
     calls = run.calls[:MAX_ROWS]
     axis = Axis.of(run, calls)
     marks = [call_marks(r, len(run.calls)) for r in results]
+    flagged = flagged_calls(results)
     out = [(f'<div class="tl" style="--g:{len(results)}" role="table" '
            f'aria-label="tool calls of this run">')]
     out.append('<div class="tl-row tl-head" role="row"><div class="lab" role="columnheader">'
@@ -83,7 +89,7 @@ def render_timeline(run: AgentRun, results: Sequence[GradeResult]) -> str:
     if not calls:
         out.append('<p class="empty">No tool calls in this run.</p>')
     for call in calls:
-        out.append(_row(call, axis, results, marks))
+        out.append(_row(call, axis, results, marks, flagged.get(call.index, ())))
     if len(run.calls) > len(calls):
         out.append(f'<p class="more">… and {len(run.calls) - len(calls)} more calls not drawn '
                    f"(the verdicts below cover all {len(run.calls)}).</p>")
@@ -100,7 +106,7 @@ def _grid(run: AgentRun, axis: Axis, calls: Sequence[ToolCall]) -> str:
 
 
 def _row(call: ToolCall, axis: Axis, results: Sequence[GradeResult],
-         marks: Sequence[dict[int, Mark]]) -> str:
+         marks: Sequence[dict[int, Mark]], violation: Sequence[str] = ()) -> str:
     worst: str | None = None
     cells = []
     marked = []
@@ -140,10 +146,16 @@ def _row(call: ToolCall, axis: Axis, results: Sequence[GradeResult],
         flags += '<span class="flag f-pending">pending</span>'
     if call.error is not None:
         flags += '<span class="flag f-error">error</span>'
+    row_data = ""
+    if violation:
+        names = ", ".join(violation)
+        flags += (f'<span class="flag f-violation" title="{_h("named by " + names)}">'
+                  "violation</span>")
+        row_data = f' data-violation="{_h(names)}"'
     side = (f'left:calc({left + width:.3f}% + 6px)' if left + width < 82
             else f'right:calc({100 - left:.3f}% + 6px)')
     return (
-        f'<div class="tl-row" role="row" data-marks="{" ".join(marked)}">'
+        f'<div class="tl-row" role="row" data-marks="{" ".join(marked)}"{row_data}>'
         f'<div class="lab" role="cell"><span class="idx">#{call.index}</span>'
         f'<span class="tool" title="{_h(call.name)}">{_h(call.name)}</span>'
         f'<span class="step">s{call.step}</span>{flags}</div>'

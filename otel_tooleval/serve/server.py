@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..model import RunReport, SpanRecord
@@ -21,7 +21,7 @@ from .grpc_receiver import start_grpc
 from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
 from .security import TokenStore, load_tls
-from .spans import _annotate, _encode_held, _encode_session, _Held, _resource_of
+from .spans import _annotate, _encode_held, _encode_session, _Held, _mark, _resource_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -72,6 +72,7 @@ class ToolEvalServer:
             resource_of=_resource_of,
             on_session=self._on_session,
             name="otel-tooleval-serve-grader",
+            mark=self._mark,
         )
         self.ready = False
         self.draining = False
@@ -288,6 +289,9 @@ class ToolEvalServer:
 
     def _annotate(self, item: Any, record: SpanRecord, report: RunReport) -> Any:
         return _annotate(item, record, report, self.config)
+
+    def _mark(self, item: Any, record: SpanRecord, graders: Sequence[str]) -> Any:
+        return _mark(item, graders)
 
     def export(self, body: bytes, content_type: str) -> tuple[int, str]:
         """Check, parse and ingest one request body (the receivers' common path).

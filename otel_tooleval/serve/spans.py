@@ -1,14 +1,19 @@
-"""Spans held until their trace is decided, re-encoded for forwarding, with verdicts added."""
+"""Spans held until their trace is decided, re-encoded for forwarding, with verdicts added.
+
+Held are the spans that may be a run's root and, with ``emit.violation_marks``, the tool spans,
+so that the calls a failing grader lists under ``details.violations`` go on marked.
+"""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..config import ToolEvalConfig
 from ..emit import root_attributes, span_events
 from ..model import RunReport, SpanRecord
+from ..violations import mark_attributes
 from .decoding import _pb
 
 
@@ -103,3 +108,9 @@ def _encode_session(span: Any) -> bytes:
     from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 
     return bytes(encode_spans([span]).SerializeToString())
+
+
+def _mark(item: _Held, graders: Sequence[str]) -> _Held:
+    """A held tool span that failing graders list: ``tooleval.violation`` and the graders."""
+    _put_attributes(item.span.attributes, mark_attributes(graders))
+    return item

@@ -3,7 +3,7 @@
 A standalone script, not a pytest test::
 
     python tests/bench/bench_serve.py [--spans 300000] [--batch 512] [--clients 2]
-                                      [--decision-wait 1] [--rounds 3]
+                                      [--decision-wait 1] [--rounds 3] [--no-violation-marks]
 
 It starts, each in its own process, on 127.0.0.1:
 - a sink: the next hop, an OTLP/HTTP endpoint that reads each request and answers 200;
@@ -181,13 +181,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--decision-wait", type=float, default=1.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-violation-marks", action="store_true",
+                        help="emit.violation_marks: false (tool spans pass through, unheld)")
     args = parser.parse_args(argv)
 
     sink_port, http_port = _free_port(), _free_port()
     sink = mp.Process(target=_sink, args=(sink_port,), daemon=True)
     sink.start()
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(CONFIG)
+        f.write(CONFIG + ("emit: {violation_marks: false}\n" if args.no_violation_marks
+                          else ""))
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     # serve's stderr goes to a file: a pipe nobody reads fills up and blocks its log lines.
     log = tempfile.TemporaryFile("w+")  # noqa: SIM115 - closed in the finally below

@@ -388,7 +388,10 @@ def test_hanging_exporter_behind_the_tooleval_exporter_and_a_batch_processor() -
     deadlines, and the root that could not go on is counted, never sent twice or lost unseen."""
     wrapped = HangingExporter()
     reports: list[RunReport] = []
-    exporter = ToolEvalSpanExporter(wrapped, CONFIG, on_report=reports.append, decision_wait=0.05)
+    # Tool spans pass straight through (no violation marks), so that the batch thread is the
+    # one stuck in the wrapped export.
+    exporter = ToolEvalSpanExporter(wrapped, {**CONFIG, "emit": {"violation_marks": False}},
+                                    on_report=reports.append, decision_wait=0.05)
     # Exports exactly when three spans are queued: the first batch is the whole first run.
     batch = BatchSpanProcessor(exporter, schedule_delay_millis=60_000, max_export_batch_size=3)
     provider = TracerProvider()
