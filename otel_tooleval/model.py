@@ -301,16 +301,11 @@ class GradeResult:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """A run and its verdicts."""
+class ResultsVerdict:
+    """``passed``, ``score`` and ``failed`` of a report's grader results (runs, sessions)."""
 
-    run: AgentRun
+    __slots__ = ()
     results: tuple[GradeResult, ...]
-
-    @property
-    def agent(self) -> str | None:
-        return self.run.agent
 
     @property
     def passed(self) -> bool:
@@ -326,6 +321,18 @@ class RunReport:
     @property
     def failed(self) -> tuple[str, ...]:
         return tuple(r.name for r in self.results if not r.passed)
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport(ResultsVerdict):
+    """A run and its verdicts."""
+
+    run: AgentRun
+    results: tuple[GradeResult, ...]
+
+    @property
+    def agent(self) -> str | None:
+        return self.run.agent
 
     def to_dict(self) -> dict[str, Any]:
         run = self.run

@@ -105,3 +105,18 @@ def _unwrap(parsed: Any) -> Any:
             content = parsed["data"]["content"]
             return decode_value(content) if isinstance(content, str) else content
     return parsed
+
+
+def json_values(value: Any) -> Any:
+    """``value`` when it holds JSON values only; a config validator's check for expected
+    arguments (a YAML date or a NaN could never equal a decoded call argument).
+
+    Raises:
+        ValueError: the value holds something JSON cannot (the message says what to do).
+    """
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ValueError("must hold JSON values only (a YAML date or timestamp? quote it; "
+                         "keys must be strings)") from None
+    return value

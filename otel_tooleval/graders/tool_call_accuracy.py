@@ -17,11 +17,11 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..values import json_values
 from ..violations import violation
 from .pairing import assign, class_candidates, longest_then_best, value_key
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
-from .tool_correctness import json_values
 
 __all__ = ["RAGAS_HINTS", "ReferenceCall", "ToolCallAccuracyGrader", "ToolCallAccuracyParams",
            "arguments_of", "reference_score", "span_hex"]

@@ -12,7 +12,6 @@ compares position by position. A pair scores 1, times the arguments' similarity 
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from itertools import chain
 from typing import Annotated, Any, Literal
@@ -28,13 +27,14 @@ from pydantic import (
 )
 
 from ..model import AgentRun, GradeResult, ToolCall
+from ..values import json_values
 from ..violations import violation
 from .pairing import assign_classes, class_candidates, value_key, weighted_lcs
 from .registry import GraderFamily, params_of, register
 from .tool_call_checks import same_value
 
 __all__ = ["ExpectedTool", "ToolCorrectnessGrader", "ToolCorrectnessParams", "args_similarity",
-           "call_type", "json_values"]
+           "call_type"]
 
 TYPE = "tool_correctness"
 ALIASES = ("ToolCorrectnessMetric", "tool-correctness")
@@ -45,14 +45,6 @@ CallType = Literal["FUNCTION", "MCP"]
 EvaluationParam = Literal["INPUT_PARAMETERS", "OUTPUT"]
 
 
-def json_values(value: Any) -> Any:
-    """Reject values no decoded JSON could ever equal (a YAML date, a NaN)."""
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        raise ValueError("must hold JSON values only (a YAML date or timestamp? quote it; "
-                         "keys must be strings)") from None
-    return value
 
 
 def _enum_name(prefix: str) -> Any:

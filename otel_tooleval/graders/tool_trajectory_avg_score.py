@@ -13,7 +13,6 @@ by value equality (``tool_call_checks.same_value``): ``true`` is not ``1`` as it
 
 from __future__ import annotations
 
-import json
 import math
 from collections import deque
 from collections.abc import Mapping, Sequence
@@ -32,6 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..sessions.turns import TurnsGrader
+from ..values import json_values
 from ..violations import violation
 from .registry import (
     BuildContext,
@@ -139,13 +139,6 @@ class Criteria(BaseModel):
         return value
 
 
-def _json_args(value: Any) -> Any:
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError):
-        raise ValueError("must hold JSON values only (a YAML date or timestamp? quote it; keys "
-                         "must be strings)") from None
-    return value
 
 
 class ToolUse(BaseModel):
@@ -158,7 +151,7 @@ class ToolUse(BaseModel):
         default=None, description="compared whole with the call's arguments; left out: {}")
     id: StrictStr | None = Field(default=None, description="ADK's call id; not compared")
 
-    _check_args = field_validator("args")(_json_args)
+    _check_args = field_validator("args")(json_values)
 
 
 class IntermediateData(BaseModel):

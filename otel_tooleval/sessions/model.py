@@ -9,13 +9,12 @@ session grader reads outputs. No span, record or ``AgentRun`` is kept.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ..model import AgentRun, GradeResult, ToolCall
+from ..model import AgentRun, GradeResult, ResultsVerdict, ToolCall
 
 __all__ = ["Session", "SessionKey", "SessionReport", "SessionRun", "compact_run"]
 
@@ -139,7 +138,7 @@ class _SessionOutputs:
 
 
 @dataclass(frozen=True, slots=True)
-class SessionReport:
+class SessionReport(ResultsVerdict):
     """A session and its verdicts."""
 
     key: SessionKey
@@ -148,20 +147,6 @@ class SessionReport:
     results: tuple[GradeResult, ...]
     dropped_calls: int = 0
     ended: str = ""
-
-    @property
-    def passed(self) -> bool:
-        return all(r.passed for r in self.results)
-
-    @property
-    def score(self) -> float:
-        if not self.results:
-            return 1.0
-        return math.fsum(r.score for r in self.results) / len(self.results)
-
-    @property
-    def failed(self) -> tuple[str, ...]:
-        return tuple(r.name for r in self.results if not r.passed)
 
     @property
     def tool_calls(self) -> int:
