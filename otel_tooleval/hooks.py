@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
-from .live_guard import LiveGuard
+from .live_guard import GuardEntry, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -141,10 +141,14 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         kept.append(span if state.bytes <= max_bytes
                                     else buffers._stripped(state, span, attrs, size, kind))
                     if guard_end is not None and kind & TOOL:
-                        try:
-                            marked = guard_end(state, span, sid)
-                        except Exception:
-                            report("guard")
+                        # A span checked whole at its start (most are) needs nothing more.
+                        checked = state.guard
+                        entry = checked.seen.pop(sid, None) if checked is not None else None
+                        if entry is None or entry[2]:
+                            try:
+                                marked = guard_end(state, span, entry)
+                            except Exception:
+                                report("guard")
                 if parent is None or parent[2]:
                     # A local root: only marked closed here (see EndedRoot, TraceBuffers._close).
                     state.open_roots -= 1
@@ -169,9 +173,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
 def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None],
                  report: Callable[[str], None]
                  ) -> tuple[Callable[[Any], None] | None,
-                            Callable[[TraceState, Any, int], Any] | None]:
+                            Callable[[TraceState, Any, GuardEntry | None], Any] | None]:
     """The guard's start hook (every span: a tool span is checked) and its end hook (tool
-    spans: the check put off, or a copy to forward), or (None, None) without a guard."""
+    spans not checked whole at their start: the check put off, or a copy to forward), or
+    (None, None) without a guard."""
     if guard is None:
         return None, None
     started, readers_get, reader = guard.started, guard.readers.get, guard.reader

@@ -31,7 +31,7 @@ from .conventions.calls import CallReader, CallText, call_reader, call_text
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
 from .model import SpanEvent
 
-__all__ = ["EVENT", "RULE", "VIOLATION", "GuardTrace", "LiveGuard", "check_call"]
+__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardTrace", "LiveGuard", "check_call"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +52,11 @@ _MAX_REMEMBERED_NAMES = 1024
 _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
 
 
+#: What a tool span's start left for its end and ``check_call``: (run key, name, arguments put
+#: off, violation found at start).
+GuardEntry = tuple[int, str, bool, "GuardViolation | None"]
+
+
 class GuardTrace:
     """The guard's part of one trace's state (``TraceState.guard``)."""
 
@@ -60,9 +65,9 @@ class GuardTrace:
     def __init__(self) -> None:
         self.runs: dict[int, GuardRun] = {}      # run key (agent span id, 0) -> counts
         self.run_of: dict[int, int] = {}         # parent span id -> run key
-        # Open tool spans checked at start: span id -> (run key, name, arguments put off,
-        # violation found at start).
-        self.seen: dict[int, tuple[int, str, bool, GuardViolation | None]] = {}
+        # Open tool spans checked at start: span id -> what the check left (``GuardEntry``);
+        # taken out by the processor's end hook.
+        self.seen: dict[int, GuardEntry] = {}
 
 
 class LiveGuard:
@@ -122,14 +127,14 @@ class LiveGuard:
             span.add_event(EVENT, _event_attributes(found))
             self._notify(found)
 
-    def ended(self, state: TraceState, span: Any, span_id: int) -> Any:
-        """A tool span ended: the rules put off at its start (or all of them, when it was not
-        recognisable as a tool call then). A copy of the span that carries the violation, or
-        None to forward the span as it is."""
-        guard = state.guard
-        entry = guard.seen.pop(span_id, None) if guard is not None else None
+    def ended(self, state: TraceState, span: Any, entry: GuardEntry | None) -> Any:
+        """A tool span ended that was not checked whole at its start (``entry``: what its
+        start left in ``GuardTrace.seen``, which the caller took out; None when it was not
+        recognisable as a tool call then): the rules put off, or all of them. A copy of the
+        span that carries the violation, or None to forward the span as it is."""
         if entry is not None and not entry[2]:
             return None   # checked whole at start
+        guard = state.guard
         record = record_from_span(span)
         reader = self.readers.get(record.scope) or self.reader(record.scope)
         read = reader(record.attributes, record.name, record.events)
