@@ -179,31 +179,7 @@ def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState
     (None, None) without a guard."""
     if guard is None:
         return None, None
-    started, readers_get, reader = guard.started, guard.readers.get, guard.reader
-
-    def guard_start(span: Any) -> None:
-        # The call's name and raw arguments straight off the span (a compiled row picker per
-        # instrumentation scope): no kind bits, no SpanRecord, no ToolCall, nothing decoded.
-        try:
-            attrs = span._attributes._dict
-            scope = span._instrumentation_scope
-            scope_name = scope._name if scope is not None else ""
-            read = readers_get(scope_name)
-            if read is None:
-                read = reader(scope_name)
-            call = read(attrs, span._name, ())
-            if call is None:
-                return
-            ctx = span._context
-            state = traces_get(ctx[0])
-            if state is None or state.closed:
-                return
-            parent = span._parent
-            started(state, span, call, ctx[0], ctx[1], parent[1] if parent is not None else 0)
-        except Exception:
-            report("guard")
-
-    return guard_start, guard.ended
+    return guard.start_hook(traces_get, report), guard.ended
 
 
 def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHooks:
