@@ -219,8 +219,9 @@ _LITERAL = re.compile(r"[A-Za-z0-9_\-]+")
 
 class GuardRules:
     """A compiled ``GuardConfig``. ``check`` is called on the application thread: what the
-    name decides is remembered per tool name (``NameRules``), counts are lock-free counters (``GuardRun``), and
-    arguments are decoded only when a rule needs their value (see ``_Repeats``)."""
+    name decides is remembered per tool name (``NameRules``), counts are lock-free counters
+    (``GuardRun``), and arguments are decoded only when a rule needs their value (see
+    ``_Repeats``)."""
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
