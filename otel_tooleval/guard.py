@@ -20,7 +20,8 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from itertools import count
 from typing import Any
 
 from pydantic import (
@@ -160,14 +161,38 @@ class _Repeats:
         self.classes: dict[Hashable, int] | None = None
 
 
-@dataclass(slots=True)
 class GuardRun:
-    """What a run did so far, as the guard counts it (``repeats``: tool name -> its calls
-    with arguments)."""
+    """What a run did so far, as the guard counts it: ``counter`` numbers its calls,
+    ``per_tool`` the calls of each tool that has a ``max_calls_per_tool`` limit, ``repeats``
+    (tool name -> its calls with arguments) is what ``max_repeats`` counts.
 
-    calls: int = 0
-    per_tool: dict[str, int] = field(default_factory=dict)
-    repeats: dict[str, _Repeats] = field(default_factory=dict)
+    The counters are ``itertools.count``: ``next`` on one is a single step under the GIL, so
+    calls of one run starting on several threads each get their own number, exactly, with no
+    lock (``repeats``, several dicts updated together, is kept under ``GuardRules``' lock).
+    """
+
+    __slots__ = ("counter", "per_tool", "repeats")
+
+    def __init__(self) -> None:
+        self.counter = count(1)
+        self.per_tool: dict[str, count[int]] = {}
+        self.repeats: dict[str, _Repeats] = {}
+
+    @property
+    def calls(self) -> int:
+        """The calls counted so far."""
+        return _counted(self.counter)
+
+    def tool_calls(self, name: str) -> int:
+        """The calls of ``name`` counted so far (0 for a tool without a limit)."""
+        counter = self.per_tool.get(name)
+        return 0 if counter is None else _counted(counter)
+
+
+def _counted(counter: count[int]) -> int:
+    """How many numbers a ``count(1)`` handed out, without taking one (its repr holds the
+    next)."""
+    return int(repr(counter)[6:-1]) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,8 +219,9 @@ _LITERAL = re.compile(r"[A-Za-z0-9_\-]+")
 
 class GuardRules:
     """A compiled ``GuardConfig``. ``check`` is called on the application thread: what the
-    name decides is remembered per tool name (``NameRules``), counts are dict updates, and
-    arguments are decoded only when a rule needs their value (see ``_Repeats``)."""
+    name decides is remembered per tool name (``NameRules``), counts are lock-free counters
+    (``GuardRun``), and arguments are decoded only when a rule needs their value (see
+    ``_Repeats``)."""
 
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
@@ -215,7 +241,7 @@ class GuardRules:
         self.per_tool = dict(config.max_calls_per_tool)
         self.max_repeats = config.max_repeats
         self._names: dict[str, NameRules] = {}
-        self._lock = threading.Lock()   # the count updates of one run from several threads
+        self._lock = threading.Lock()   # ``max_repeats``' updates of one run from several threads
 
     def for_name(self, name: str) -> NameRules:
         """What the rules say about ``name`` (remembered for up to 1,024 names; the rest are
@@ -266,17 +292,24 @@ class GuardRules:
         if rules.before and arguments is not UNKNOWN:
             value = _decode(arguments, unwrap)
             found = self._disallowed(rules.before, name, value) or found
-        with self._lock:
+        limit = rules.limit
+        if record:
+            calls = next(run.counter)
+            tool_calls = 0
+            if limit is not None:
+                counter = run.per_tool.get(name)
+                if counter is None:
+                    counter = run.per_tool.setdefault(name, count(1))
+                tool_calls = next(counter)
+        else:
             calls = run.calls + 1
-            tool_calls = run.per_tool.get(name, 0) + 1
-            if record:
-                run.calls = calls
-                run.per_tool[name] = tool_calls
-            repeat = (self._repeat(run, name, arguments, value, unwrap, record)
-                      if self.max_repeats is not None and arguments is not UNKNOWN else None)
+            tool_calls = run.tool_calls(name) + 1
+        repeat = None
+        if self.max_repeats is not None and arguments is not UNKNOWN:
+            with self._lock:
+                repeat = self._repeat(run, name, arguments, value, unwrap, record)
         if found is not None:
             return found
-        limit = rules.limit
         if limit is not None and tool_calls > limit:
             return GuardViolation(
                 "max_calls_per_tool", name,

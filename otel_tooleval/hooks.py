@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
-from .live_guard import LiveGuard
+from .live_guard import GuardEntry, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -141,10 +141,14 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         kept.append(span if state.bytes <= max_bytes
                                     else buffers._stripped(state, span, attrs, size, kind))
                     if guard_end is not None and kind & TOOL:
-                        try:
-                            marked = guard_end(state, span, sid)
-                        except Exception:
-                            report("guard")
+                        # A span checked whole at its start (most are) needs nothing more.
+                        checked = state.guard
+                        entry = checked.seen.pop(sid, None) if checked is not None else None
+                        if entry is None or entry[2]:
+                            try:
+                                marked = guard_end(state, span, entry)
+                            except Exception:
+                                report("guard")
                 if parent is None or parent[2]:
                     # A local root: only marked closed here (see EndedRoot, TraceBuffers._close).
                     state.open_roots -= 1
@@ -169,36 +173,13 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
 def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None],
                  report: Callable[[str], None]
                  ) -> tuple[Callable[[Any], None] | None,
-                            Callable[[TraceState, Any, int], Any] | None]:
+                            Callable[[TraceState, Any, GuardEntry | None], Any] | None]:
     """The guard's start hook (every span: a tool span is checked) and its end hook (tool
-    spans: the check put off, or a copy to forward), or (None, None) without a guard."""
+    spans not checked whole at their start: the check put off, or a copy to forward), or
+    (None, None) without a guard."""
     if guard is None:
         return None, None
-    started, readers_get, reader = guard.started, guard.readers.get, guard.reader
-
-    def guard_start(span: Any) -> None:
-        # The call's name and raw arguments straight off the span (a compiled row picker per
-        # instrumentation scope): no kind bits, no SpanRecord, no ToolCall, nothing decoded.
-        try:
-            attrs = span._attributes._dict
-            scope = span._instrumentation_scope
-            scope_name = scope._name if scope is not None else ""
-            read = readers_get(scope_name)
-            if read is None:
-                read = reader(scope_name)
-            call = read(attrs, span._name, ())
-            if call is None:
-                return
-            ctx = span._context
-            state = traces_get(ctx[0])
-            if state is None or state.closed:
-                return
-            parent = span._parent
-            started(state, span, call, ctx[0], ctx[1], parent[1] if parent is not None else 0)
-        except Exception:
-            report("guard")
-
-    return guard_start, guard.ended
+    return guard.start_hook(traces_get, report), guard.ended
 
 
 def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHooks:

@@ -31,7 +31,7 @@ from .conventions.calls import CallReader, CallText, call_reader, call_text
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
 from .model import SpanEvent
 
-__all__ = ["EVENT", "RULE", "VIOLATION", "GuardTrace", "LiveGuard", "check_call"]
+__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardTrace", "LiveGuard", "check_call"]
 
 _log = logging.getLogger(__name__)
 
@@ -52,6 +52,11 @@ _MAX_REMEMBERED_NAMES = 1024
 _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
 
 
+#: What a tool span's start left for its end and ``check_call``: (its run's counts, name,
+#: arguments put off, violation found at start).
+GuardEntry = tuple[GuardRun, str, bool, "GuardViolation | None"]
+
+
 class GuardTrace:
     """The guard's part of one trace's state (``TraceState.guard``)."""
 
@@ -59,10 +64,10 @@ class GuardTrace:
 
     def __init__(self) -> None:
         self.runs: dict[int, GuardRun] = {}      # run key (agent span id, 0) -> counts
-        self.run_of: dict[int, int] = {}         # parent span id -> run key
-        # Open tool spans checked at start: span id -> (run key, name, arguments put off,
-        # violation found at start).
-        self.seen: dict[int, tuple[int, str, bool, GuardViolation | None]] = {}
+        self.run_of: dict[int, GuardRun] = {}    # parent span id -> its run's counts
+        # Open tool spans checked at start: span id -> what the check left (``GuardEntry``);
+        # taken out by the processor's end hook.
+        self.seen: dict[int, GuardEntry] = {}
 
 
 class LiveGuard:
@@ -93,43 +98,72 @@ class LiveGuard:
 
     # -- application thread (hooks.py) ---------------------------------------------------------
 
-    def started(self, state: TraceState, span: Any, call: CallText, trace_id: int,
-                span_id: int, parent_id: int) -> None:
-        """A tool span started (``call``: what ``read`` found in it): check it and mark it
-        when it breaks a rule."""
-        name, raw, unwrap = call
-        guard = state.guard
-        if guard is None:
-            guard = self._trace(state)
-        key = guard.run_of.get(parent_id)
-        if key is None:
-            key = self._run_key(state, guard, parent_id)
-        run = guard.runs.get(key)
-        if run is None:
-            run = self._run(guard, key)
-        if raw is None:
-            found = self.rules.check(run, name, UNKNOWN)
-            put_off = self.rules.for_name(name).reads
-        else:
-            found = self.rules.check(run, name, raw, unwrap)
-            put_off = False
-        if found is None:
-            guard.seen[span_id] = (key, name, put_off, None)
-        else:
-            found = dataclasses.replace(found, trace_id=trace_id, span_id=span_id)
-            guard.seen[span_id] = (key, name, False, found)
-            span.set_attributes({VIOLATION: True, RULE: found.rule})
-            span.add_event(EVENT, _event_attributes(found))
-            self._notify(found)
+    def start_hook(self, traces_get: Callable[[int], TraceState | None],
+                   report: Callable[[str], None]) -> Callable[[Any], None]:
+        """The processor's start hook for the guard (``traces_get``: its traces by id): every
+        span's call read straight off it (a compiled row picker per instrumentation scope: no
+        kind bits, no SpanRecord, no ToolCall, nothing decoded); a tool call checked and its
+        span marked when it breaks a rule. One frame besides the reader and the rules."""
+        readers_get, reader = self.readers.get, self.reader
+        check, for_name = self.rules.check, self.rules.for_name
+        trace_of, run_below, flag = self._trace, self._run_below, self._flag
 
-    def ended(self, state: TraceState, span: Any, span_id: int) -> Any:
-        """A tool span ended: the rules put off at its start (or all of them, when it was not
-        recognisable as a tool call then). A copy of the span that carries the violation, or
-        None to forward the span as it is."""
-        guard = state.guard
-        entry = guard.seen.pop(span_id, None) if guard is not None else None
+        def started(span: Any) -> None:
+            try:
+                attrs = span._attributes._dict
+                scope = span._instrumentation_scope
+                scope_name = scope._name if scope is not None else ""
+                read = readers_get(scope_name)
+                if read is None:
+                    read = reader(scope_name)
+                call = read(attrs, span._name, ())
+                if call is None:
+                    return
+                ctx = span._context
+                state = traces_get(ctx[0])
+                if state is None or state.closed:
+                    return
+                guard = state.guard
+                if guard is None:
+                    guard = trace_of(state)
+                parent = span._parent
+                parent_id = parent[1] if parent is not None else 0
+                run = guard.run_of.get(parent_id)
+                if run is None:
+                    run = run_below(state, guard, parent_id)
+                name, raw, unwrap = call
+                if raw is None:
+                    found = check(run, name, UNKNOWN)
+                    put_off = for_name(name).reads
+                else:
+                    found = check(run, name, raw, unwrap)
+                    put_off = False
+                if found is None:
+                    guard.seen[ctx[1]] = (run, name, put_off, None)
+                else:
+                    flag(span, guard, run, name, found, ctx[0], ctx[1])
+            except Exception:
+                report("guard")
+
+        return started
+
+    def _flag(self, span: Any, guard: GuardTrace, run: GuardRun, name: str,
+              found: GuardViolation, trace_id: int, span_id: int) -> None:
+        """Mark a tool span whose start broke a rule, and notify."""
+        found = dataclasses.replace(found, trace_id=trace_id, span_id=span_id)
+        guard.seen[span_id] = (run, name, False, found)
+        span.set_attributes({VIOLATION: True, RULE: found.rule})
+        span.add_event(EVENT, _event_attributes(found))
+        self._notify(found)
+
+    def ended(self, state: TraceState, span: Any, entry: GuardEntry | None) -> Any:
+        """A tool span ended that was not checked whole at its start (``entry``: what its
+        start left in ``GuardTrace.seen``, which the caller took out; None when it was not
+        recognisable as a tool call then): the rules put off, or all of them. A copy of the
+        span that carries the violation, or None to forward the span as it is."""
         if entry is not None and not entry[2]:
             return None   # checked whole at start
+        guard = state.guard
         record = record_from_span(span)
         reader = self.readers.get(record.scope) or self.reader(record.scope)
         read = reader(record.attributes, record.name, record.events)
@@ -140,13 +174,12 @@ class LiveGuard:
         if guard is None:
             guard = self._trace(state)
         if entry is None:
-            key = self._run_key(state, guard, record.parent_id)
-            found = rules.check(self._run(guard, key), name, UNKNOWN if raw is None else raw,
-                                unwrap)
+            found = rules.check(self._run_below(state, guard, record.parent_id), name,
+                                UNKNOWN if raw is None else raw, unwrap)
         elif raw is None:
             return None   # never recorded: the argument rules cannot apply
         else:
-            found = rules.check_arguments(self._run(guard, entry[0]), name, raw, unwrap)
+            found = rules.check_arguments(entry[0], name, raw, unwrap)
         if found is None:
             return None
         found = dataclasses.replace(found, trace_id=record.trace_id, span_id=record.span_id,
@@ -169,15 +202,15 @@ class LiveGuard:
         entry = guard.seen.get(span_id) if guard is not None else None
         found: GuardViolation | None
         if entry is not None:
-            key, _, put_off, found = entry
+            run, _, put_off, found = entry
             if found is not None or not put_off or args is UNKNOWN:
                 return found
-            found = rules.check_arguments(self._run(guard, key), name, args,   # type: ignore[arg-type]
-                                          record=False)
+            found = rules.check_arguments(run, name, args, record=False)
         else:
             run = GuardRun()
             if state is not None and guard is not None:
-                run = guard.runs.get(self._run_key(state, guard, span_id), run)
+                run = guard.run_of.get(span_id) or guard.runs.get(
+                    self._run_key(state, guard, span_id), run)
             found = rules.check(run, name, args, record=False)
         if found is None:
             return None
@@ -240,12 +273,19 @@ class LiveGuard:
             run = runs.setdefault(key, GuardRun())
         return run
 
+    def _run_below(self, state: TraceState, guard: GuardTrace, parent_id: int) -> GuardRun:
+        """The counts of the run a call below ``parent_id`` counts in, remembered per parent
+        (up to 4,096 parents per trace)."""
+        run = guard.run_of.get(parent_id)
+        if run is None:
+            run = self._run(guard, self._run_key(state, guard, parent_id))
+            if len(guard.run_of) < _MAX_REMEMBERED_PARENTS:
+                guard.run_of[parent_id] = run
+        return run
+
     def _run_key(self, state: TraceState, guard: GuardTrace, parent_id: int) -> int:
         """The run a call below ``parent_id`` counts in: the outermost agent span open above
         it (the nearest with ``runs.nested_agents: separate``), else 0 (the local tree)."""
-        key = guard.run_of.get(parent_id)
-        if key is not None:
-            return key
         policy = self.buffers.policy
         nearest = policy.nested_agents == "separate"
         key = 0
@@ -261,8 +301,6 @@ class LiveGuard:
                 if nearest:
                     break
             pid = state.parents.get(pid, 0)
-        if len(guard.run_of) < _MAX_REMEMBERED_PARENTS:
-            guard.run_of[parent_id] = key
         return key
 
     def _notify(self, found: GuardViolation) -> None:
