@@ -17,6 +17,7 @@ job (``live_guard`` does this for frameworks that record arguments only at a too
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 from collections.abc import Callable, Hashable, Mapping
@@ -190,9 +191,9 @@ class GuardRun:
 
 
 def _counted(counter: count[int]) -> int:
-    """How many numbers a ``count(1)`` handed out, without taking one (its repr holds the
-    next)."""
-    return int(repr(counter)[6:-1]) - 1
+    """How many numbers a ``count(1)`` handed out, without taking one: the next number of a
+    copy (``itertools.count`` copies its state)."""
+    return next(copy.copy(counter)) - 1
 
 
 @dataclass(frozen=True, slots=True)
