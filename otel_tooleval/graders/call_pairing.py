@@ -202,7 +202,7 @@ class ArgsIndex:
             found = list(keyed.values())
         else:
             pairs: frozenset[Any] = key[1]     # type: ignore[index]
-            postings = self.postings[name]
+            postings = self.postings.get(name, {})
             rarest = min(pairs, key=lambda pair: len(postings.get(pair, _EMPTY)))
             found = [keyed[("d", held)] for held in postings.get(rarest, ())
                      if pairs <= held]
