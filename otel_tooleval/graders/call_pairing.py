@@ -62,9 +62,12 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
     for root, k in enumerate(classes):
         if failed[k]:
             continue
-        free = first_free(k)
-        if free is not None:
-            paired[root], owner[free] = free, root
+        mine, i = lists[k], cursor[k]          # first_free(k), inline: the common case
+        while i < len(mine) and mine[i] in owner:
+            i += 1
+        cursor[k] = i
+        if i < len(mine):
+            paired[root], owner[mine[i]] = mine[i], root
             continue
         parent: dict[int, int] = {}            # entry -> entry whose scan reached its call
         seen = {k}                             # classes queued (their first entry scans)
@@ -132,6 +135,10 @@ def json_key(value: Any) -> Hashable | None:
     return None
 
 
+def _size(held: Any) -> int:
+    return 0 if held is None else len(held) if held.__class__ is list else 1
+
+
 class ArgsIndex:
     """A run's calls of some tools in classes of equal arguments, to find the calls an expected
     ``{name, args}`` entry matches (equal arguments, or ``subset``: the entry's keys present with
@@ -177,12 +184,17 @@ class ArgsIndex:
             for key in merged:
                 keyed[key] = sorted(keyed[key])
             self.keyed[name], self.values[name] = keyed, values
-            if subset:
-                postings: dict[Hashable, list[frozenset[Any]]] = {}
+            if subset:                         # a key alone until a second one holds it
+                postings: dict[Hashable, Any] = {}
                 for key in keyed:
-                    pairs = key[1]             # type: ignore[index]
-                    for pair in pairs:
-                        postings.setdefault(pair, []).append(pairs)
+                    for pair in key[1]:        # type: ignore[index]
+                        held = postings.get(pair)
+                        if held is None:
+                            postings[pair] = key
+                        elif held.__class__ is list:
+                            held.append(key)
+                        else:
+                            postings[pair] = [held, key]
                 self.postings[name] = postings
 
     def candidates(self, name: str, args: Mapping[str, Any], key: Hashable | None
@@ -203,10 +215,18 @@ class ArgsIndex:
         else:
             pairs: frozenset[Any] = key[1]     # type: ignore[index]
             postings = self.postings.get(name, {})
-            rarest = min(pairs, key=lambda pair: len(postings.get(pair, _EMPTY)))
-            found = [keyed[("d", held)] for held in postings.get(rarest, ())
-                     if pairs <= held]
-        found.extend(p for a, p in self.odd.get(name, ()) if self.matches(args, a))
+            rarest = min(pairs, key=lambda pair: _size(postings.get(pair))) if len(pairs) > 1 \
+                else next(iter(pairs))
+            holders: Any = postings.get(rarest)
+            if holders is None:
+                found = []
+            elif holders.__class__ is not list:
+                found = [keyed[holders]] if pairs <= holders[1] else []
+            else:
+                found = [keyed[k] for k in holders if pairs <= k[1]]
+        odd = self.odd.get(name)
+        if odd:
+            found.extend(p for a, p in odd if self.matches(args, a))
         if not found:
             return _EMPTY
         if len(found) == 1:
