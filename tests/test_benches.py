@@ -341,11 +341,24 @@ def test_bench_forward(capfd: pytest.CaptureFixture[str],
     assert "requests/s" in out
 
 
+def test_bench_uipath_shapes(capfd: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("uipath-shapes", "bench_uipath_shapes")
+    fig, out, _ = _run(bench, ["--sizes", "30,60", "--repeat", "1"], capfd, monkeypatch)
+    assert fig["sizes"] == [30, 60]
+    assert set(fig["families"]) == {"args", "args subset", "output"}
+    for row in fig["families"].values():
+        assert len(row["ms"]) == 2 and all(ms > 0 for ms in row["ms"])
+        assert all(0 < s < 1 for s in row["score"])    # some entries perturbed, most paired
+    assert "us/call growth" in out
+
+
 # -- every script is covered --------------------------------------------------------------------
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
-                   "profile_processor", "bench_forward", "bench_grade_memory"}
+                   "profile_processor", "bench_forward", "bench_grade_memory",
+                   "bench_uipath_shapes"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:
