@@ -79,7 +79,7 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
             if free is not None:
                 end, last = free, entry
                 break
-            for c in lists[scanned]:              # all paired: queue their owners' classes
+            for c in lists[scanned]:           # all paired: queue their owners' classes
                 other = owner[c]
                 if classes[other] not in seen:
                     seen.add(classes[other])
@@ -158,8 +158,9 @@ class ArgsIndex:
         self.values: dict[str, dict[Hashable, Any]] = {}
         #: tool -> [(arguments, call positions)] of the classes without a key
         self.odd: dict[str, list[tuple[Any, Sequence[int]]]] = {}
-        #: subset only: tool -> (argument name, value's key) -> keys of the arguments holding it
-        self.postings: dict[str, dict[Hashable, list[frozenset[Any]]]] = {}
+        #: subset only: tool -> (argument name, value's key) -> the key of the arguments
+        #: holding it, or a list of them when several do
+        self.postings: dict[str, dict[Hashable, Any]] = {}
         calls = run.calls
         by_class = run.argument_classes()
         for name in names:

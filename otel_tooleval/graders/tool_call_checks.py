@@ -5,6 +5,8 @@ count: each ``{tool: [op, n]}`` entry holds or not; a tool never called has coun
 args / output: expected entries are paired with distinct calls so that the number paired is
 the largest possible (maximum bipartite matching, not first-come greedy); score = paired /
 expected. ``strict`` makes each of them all or nothing. Entry shapes: see ``tool_call_order``.
+Candidates are found by lookup among classes of equal calls and the matching runs on classes
+of equal entries (``call_pairing``).
 """
 
 from __future__ import annotations
