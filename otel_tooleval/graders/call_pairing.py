@@ -33,7 +33,8 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
     Entries that share one candidate list (the same object) are one class, and the search works
     on classes: a paired call is never freed again, so each class keeps a cursor on its first
     candidate that may be free; a search scans each class's list at most once (another entry
-    of a class already scanned would reach nothing new); and once a search from a class has
+    of a class already scanned would reach nothing new), and stops once every class that shares
+    a call with it and holds a call is queued (the rest would queue nothing); and once a search from a class has
     failed, its later entries are not searched (a free entry without an augmenting path never
     gets one later, and an entry with the same candidates would reach only what it reached).
     The pairs are exactly those of the entry-by-entry search.
@@ -49,6 +50,9 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
         classes.append(k)
     cursor = [0] * len(lists)                  # per class: its candidates before are all paired
     failed = [False] * len(lists)
+    holds = [False] * len(lists)               # per class: one of its entries is paired
+    listed: dict[int, list[int]] = {}          # call -> the classes listing it (when searching)
+    near: dict[int, list[int] | None] = {}     # class -> the classes sharing a call with it
     paired: list[int | None] = [None] * len(candidates)
     owner: dict[int, int] = {}                 # call -> entry paired with it
 
@@ -59,6 +63,26 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
         cursor[k] = i
         return mine[i] if i < len(mine) else None
 
+    def neighbours(k: int) -> list[int] | None:
+        """The classes sharing a call with class ``k`` (the only ones its scan can queue), or
+        None where they would cost more to list than scanning does."""
+        if k in near:
+            return near[k]
+        if not listed:
+            for m, mine in enumerate(lists):
+                for c in mine:
+                    listed.setdefault(c, []).append(m)
+        found: set[int] = set()
+        budget = 4 * len(lists[k]) + 8
+        for c in lists[k]:
+            budget -= len(listed[c])
+            if budget < 0:
+                near[k] = None
+                return None
+            found.update(listed[c])
+        near[k] = sorted(found)
+        return near[k]
+
     for root, k in enumerate(classes):
         if failed[k]:
             continue
@@ -68,6 +92,7 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
         cursor[k] = i
         if i < len(mine):
             paired[root], owner[mine[i]] = mine[i], root
+            holds[k] = True
             continue
         parent: dict[int, int] = {}            # entry -> entry whose scan reached its call
         seen = {k}                             # classes queued (their first entry scans)
@@ -79,15 +104,26 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
             if free is not None:
                 end, last = free, entry
                 break
+            # The classes this scan could still queue: those sharing a call with it that hold
+            # a call and are not queued yet; once all are, the rest of the scan is idle.
+            others = neighbours(scanned)
+            left = -1 if others is None else sum(
+                1 for m in others if holds[m] and m not in seen)
+            if left == 0:
+                continue
             for c in lists[scanned]:           # all paired: queue their owners' classes
                 other = owner[c]
                 if classes[other] not in seen:
                     seen.add(classes[other])
                     parent[other] = entry
                     queue.append(other)
+                    left -= 1
+                    if left == 0:
+                        break
         if end is None or last is None:
             failed[k] = True
             continue
+        holds[k] = True                        # the root is paired; the others stay paired
         call: int | None = end
         entry = last
         while call is not None:                # flip the path back to the root
