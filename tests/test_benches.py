@@ -346,7 +346,7 @@ def test_bench_uipath_shapes(capfd: pytest.CaptureFixture[str],
     bench = _bench("uipath-shapes", "bench_uipath_shapes")
     fig, out, _ = _run(bench, ["--sizes", "30,60", "--repeat", "1"], capfd, monkeypatch)
     assert fig["sizes"] == [30, 60]
-    assert set(fig["families"]) == {"args", "args subset", "output"}
+    assert set(fig["families"]) == {"args", "args subset", "output", "args alike"}
     for row in fig["families"].values():
         assert len(row["ms"]) == 2 and all(ms > 0 for ms in row["ms"])
         assert all(0 < s < 1 for s in row["score"])    # some entries perturbed, most paired

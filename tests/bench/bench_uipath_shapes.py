@@ -13,8 +13,11 @@ on a fresh run, so argument and result decoding is paid as it is live; the media
 ms per grading call, with the time per call and its growth from one size to the next (flat for
 linear work, 10x per step for quadratic work on sizes ten apart).
 
-Families: ``args`` (exact arguments), ``args subset`` (the same list, ``subset: true``) and
-``output``. ``main(argv)`` returns the figures as a dict.
+Families: ``args`` (exact arguments), ``args subset`` (the same list, ``subset: true``),
+``output``, and ``args alike``: many entries that look alike, the case that made the old
+matching quadratic (``subset: true``; a third as many ``run_tests {}`` entries as there are
+``run_tests`` calls, listed first so that they take the calls the entries naming a selector,
+one per call, need). ``main(argv)`` returns the figures as a dict.
 """
 
 from __future__ import annotations
@@ -128,11 +131,16 @@ def bench(sizes: Sequence[int], repeat: int) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     for n in sizes:
         recs = records(n)
-        args, outputs = expected_lists(fresh_run(recs))
+        run = fresh_run(recs)
+        args, outputs = expected_lists(run)
+        selectors = [c.arguments for c in run.calls if c.name == "run_tests"]
+        alike = ([{"name": "run_tests", "args": {}}] * (len(selectors) // 3)
+                 + [{"name": "run_tests", "args": a} for a in selectors])
         entries = {
             "args": {"type": "tool-call-args", "tool_calls": args},
             "args subset": {"type": "tool-call-args", "subset": True, "tool_calls": args},
             "output": {"type": "tool-call-output", "tool_outputs": outputs},
+            "args alike": {"type": "tool-call-args", "subset": True, "tool_calls": alike},
         }
         reps = repeat if n <= 1_000 else max(1, repeat // 2)
         for family, entry in entries.items():
