@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from otel_tooleval import load_config
+from otel_tooleval.graders import call_pairing, tool_call_checks
 from otel_tooleval.graders.call_pairing import ArgsIndex, json_key, max_matching
 from otel_tooleval.graders.tool_call_checks import _args_match, output_text, same_value
 from otel_tooleval.model import AgentRun
@@ -62,15 +63,33 @@ def random_candidates(rng: random.Random) -> list[list[int]]:
     return [rng.choice(lists) for _ in range(rng.randrange(1, 16))]
 
 
+@pytest.fixture(params=["classes", "plain below the bound"])
+def matching(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways max_matching runs: on classes (every size), and entry by entry (few entries)."""
+    if request.param == "classes":
+        monkeypatch.setattr(call_pairing, "PLAIN_ENTRIES", 0)
+    return str(request.param)
+
+
+@pytest.fixture(params=["looked up", "compared"])
+def lookup(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways tool-call-args finds candidates: by lookup (``ArgsIndex``), by comparing."""
+    monkeypatch.setattr(tool_call_checks, "COMPARED_PER_ITEM",
+                        -1 if request.param == "looked up" else 10**9)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(600))
-def test_max_matching_pairs_exactly_as_the_entry_by_entry_search(seed: int) -> None:
+def test_max_matching_pairs_exactly_as_the_entry_by_entry_search(seed: int, matching: str
+                                                                  ) -> None:
     candidates = random_candidates(random.Random(seed))
     assert max_matching(candidates) == oracle_matching(candidates)
     # Sharing is a speed-up only: the same lists as separate objects pair alike.
     assert max_matching([list(c) for c in candidates]) == oracle_matching(candidates)
 
 
-def test_max_matching_prefers_earlier_calls_and_moves_entries_along_the_shortest_path() -> None:
+def test_max_matching_prefers_earlier_calls_and_moves_entries_along_the_shortest_path(
+        matching: str) -> None:
     # Entry 0 takes call 0 first; entry 2 (only call 0) then moves it to call 1, and entry 1
     # to call 2 along the way.
     found = max_matching([[0, 1], [1, 2], [0]])
@@ -148,7 +167,9 @@ def predicate_candidates(run: AgentRun, name: str, args: dict[str, Any], subset:
 
 @pytest.mark.parametrize("subset", [False, True])
 @pytest.mark.parametrize("seed", range(150))
-def test_args_pairs_as_the_predicate_and_the_oracle(seed: int, subset: bool) -> None:
+def test_args_pairs_as_the_predicate_and_the_oracle(seed: int, subset: bool, lookup: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(call_pairing, "PLAIN_ENTRIES", 0)
     rng = random.Random(seed)
     calls = [call(rng.choice("ab"), rng.choice(ARGS_POOL), pending=rng.random() < 0.1)
              for _ in range(rng.randrange(0, 14))]
@@ -187,7 +208,9 @@ OUTPUT_POOL: list[Any] = ["ok", {"content": "ok"}, ["a"], {"content": ["a"]}, '"
 
 
 @pytest.mark.parametrize("seed", range(150))
-def test_output_pairs_as_the_predicate_and_the_oracle(seed: int) -> None:
+def test_output_pairs_as_the_predicate_and_the_oracle(seed: int,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(call_pairing, "PLAIN_ENTRIES", 0)
     rng = random.Random(seed)
     calls = [call(rng.choice("ab"), {}, rng.choice(OUTPUT_POOL), pending=rng.random() < 0.15)
              for _ in range(rng.randrange(0, 14))]
@@ -205,7 +228,7 @@ def test_output_pairs_as_the_predicate_and_the_oracle(seed: int) -> None:
     assert result.score == sum(p is not None for p in paired) / len(expected)
 
 
-def test_rows_of_alike_entries_share_a_copy_never_the_runs_lists() -> None:
+def test_rows_of_alike_entries_share_a_copy_never_the_runs_lists(lookup: str) -> None:
     expected = [{"name": "t", "args": {"k": 1}}] * 3
     grader = load_config({"graders": [{"type": "tool-call-args",
                                        "tool_calls": expected}]}).graders[0].grader

@@ -20,6 +20,10 @@ __all__ = ["ArgsIndex", "json_key", "max_matching"]
 
 _EMPTY: list[int] = []
 
+#: Up to this many entries the entry-by-entry search runs as is: it pairs exactly as the search
+#: on classes does, and for a handful of entries setting up the classes costs more than it saves.
+PLAIN_ENTRIES = 24
+
 
 def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
     """Pair each entry with at most one of its candidate calls, every call used at most once,
@@ -37,8 +41,11 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
     a call with it and holds a call is queued (the rest would queue nothing); and once a search from a class has
     failed, its later entries are not searched (a free entry without an augmenting path never
     gets one later, and an entry with the same candidates would reach only what it reached).
-    The pairs are exactly those of the entry-by-entry search.
+    The pairs are exactly those of the entry-by-entry search (``_plain_matching``, which runs
+    as is up to ``PLAIN_ENTRIES`` entries).
     """
+    if len(candidates) <= PLAIN_ENTRIES:
+        return _plain_matching(candidates)
     slot: dict[int, int] = {}                  # id of a candidate list -> its class
     lists: list[Sequence[int]] = []
     classes: list[int] = []                    # per entry, its class
@@ -132,6 +139,44 @@ def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
             if entry == root:
                 break
             call, entry = previous, parent[entry]
+    return paired
+
+
+def _plain_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
+    """``max_matching`` entry by entry: each entry takes its first free candidate, else the
+    first augmenting path found breadth first; an entry whose candidate list (the same object)
+    failed before is not searched again."""
+    paired: list[int | None] = [None] * len(candidates)
+    owner: dict[int, int] = {}
+    failed: set[int] = set()                   # ids of candidate lists whose search failed
+    for root, mine in enumerate(candidates):
+        if failed and id(mine) in failed:
+            continue
+        free = next((c for c in mine if c not in owner), None)
+        if free is not None:
+            paired[root], owner[free] = free, root
+            continue
+        reached: dict[int, int] = {}           # call -> entry it was reached from
+        queue = [root]
+        end = None
+        for entry in queue:
+            for c in candidates[entry]:
+                if c in reached:
+                    continue
+                reached[c] = entry
+                if c not in owner:
+                    end = c
+                    break
+                queue.append(owner[c])
+            if end is not None:
+                break
+        if end is None:
+            failed.add(id(mine))
+        while end is not None:                 # flip the path back to the root
+            entry = reached[end]
+            previous = paired[entry]
+            paired[entry], owner[end] = end, entry
+            end = None if entry == root else previous
     return paired
 
 

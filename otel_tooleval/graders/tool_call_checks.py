@@ -233,6 +233,11 @@ class ArgsEntry(SdkEntry[ArgsCriteria]):
 
 _SCALARS = (str, int, float)
 
+#: tool-call-args compares each distinct expected call with each call of its tool while that
+#: makes at most this many comparisons per call and expected call; past it, it looks them up
+#: (``call_pairing.ArgsIndex``), whose set-up costs about as much per item.
+COMPARED_PER_ITEM = 2
+
 
 def same_value(a: Any, b: Any) -> bool:
     """JSON equality without coercion: ``"10" != 10``, ``true != 1``, but ``1 == 1.0``."""
@@ -299,8 +304,7 @@ class ToolCallArgsGrader:
                    if name in groups}
         # Entries repeating the same expected call share one candidate list, found by lookup
         # among the classes of calls with equal arguments.
-        index = ArgsIndex(run, self.names, self.subset, self._matches)
-        shared = [index.candidates(*d) for d in self.distinct]
+        shared = self._candidates(run, groups)
         candidates = [shared[key] for key in self.keys]
         paired = max_matching(candidates)
         matched = sum(1 for p in paired if p is not None)
@@ -321,6 +325,19 @@ class ToolCallArgsGrader:
             details["violations"] = offending
         return verdict(self.name, ARGS, self.spec, _score(self.spec, matched, len(expected)),
                        text, details)
+
+    def _candidates(self, run: AgentRun, groups: Mapping[str, Sequence[ToolCall]]
+                    ) -> list[Sequence[int]]:
+        """Per distinct expected call, the positions of the calls it matches."""
+        pairs = sum(len(groups.get(name, ())) for name, _, _ in self.distinct)
+        calls = sum(len(groups.get(name, ())) for name in self.names)
+        if pairs > COMPARED_PER_ITEM * (calls + len(self.distinct)):
+            index = ArgsIndex(run, self.names, self.subset, self._matches)
+            return [index.candidates(*d) for d in self.distinct]
+        # Few pairs to compare (a short run or list): comparing costs less than indexing.
+        return [[c.index for c in groups.get(name, ())
+                 if self._matches(args, {} if c.arguments is None else c.arguments)]
+                for name, args, _ in self.distinct]
 
     def _matches(self, expected: Mapping[str, Any], actual: Any) -> bool:
         return _args_match(expected, actual, self.subset)
