@@ -27,7 +27,7 @@ from opentelemetry import trace
 
 from ._compat import attributes_of, copy_with, record_from_span
 from .assembly import TraceBuffers, TraceState
-from .conventions.calls import CallReader, CallText, call_reader, call_text
+from .conventions.calls import TOOL_KEYS, CallReader, CallText, call_reader, call_text
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
 from .model import SpanEvent
 
@@ -55,6 +55,10 @@ _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
 #: What a tool span's start left for its end and ``check_call``: (its run's counts, name,
 #: arguments put off, violation found at start).
 GuardEntry = tuple[GuardRun, str, bool, "GuardViolation | None"]
+
+#: The entry of every tool span checked whole at its start without a violation (the usual
+#: case): its end and ``check_call`` need nothing else from it, so nothing is allocated.
+_CHECKED: GuardEntry = (GuardRun(), "", False, None)
 
 
 class GuardTrace:
@@ -105,12 +109,21 @@ class LiveGuard:
         kind bits, no SpanRecord, no ToolCall, nothing decoded); a tool call checked and its
         span marked when it breaks a rule. One frame besides the reader and the rules."""
         readers_get, reader = self.readers.get, self.reader
-        check, for_name = self.rules.check, self.rules.for_name
+        rules = self.rules
+        check, for_name = rules.start_check, rules.for_name
+        counted_only, call_limit, over_calls = rules.counted_only, rules.call_limit, rules.over_calls
         trace_of, run_below, flag = self._trace, self._run_below, self._flag
+        # A span with none of the keys the conventions test is no tool call: one C call. Not
+        # with a ``conventions:`` mapping (its entries may match any span).
+        keys = TOOL_KEYS if self._mapped is None else None
+        no_call = keys.isdisjoint if keys is not None else _never
+        checked = _CHECKED
 
         def started(span: Any) -> None:
             try:
                 attrs = span._attributes._dict
+                if no_call(attrs):
+                    return
                 scope = span._instrumentation_scope
                 scope_name = scope._name if scope is not None else ""
                 read = readers_get(scope_name)
@@ -132,16 +145,22 @@ class LiveGuard:
                 if run is None:
                     run = run_below(state, guard, parent_id)
                 name, raw, unwrap = call
-                if raw is None:
-                    found = check(run, name, UNKNOWN)
-                    put_off = for_name(name).reads
+                found: GuardViolation | None
+                if name in counted_only:
+                    # Only ``max_calls`` applies: counted here, no call into the rules.
+                    calls = next(run.counter)
+                    if calls <= call_limit:
+                        guard.seen[ctx[1]] = checked
+                        return
+                    found = over_calls(name, calls)
                 else:
                     found = check(run, name, raw, unwrap)
-                    put_off = False
-                if found is None:
-                    guard.seen[ctx[1]] = (run, name, put_off, None)
-                else:
+                if found is not None:
                     flag(span, guard, run, name, found, ctx[0], ctx[1])
+                elif raw is None and for_name(name).reads:
+                    guard.seen[ctx[1]] = (run, name, True, None)   # argument rules put off
+                else:
+                    guard.seen[ctx[1]] = checked
             except Exception:
                 report("guard")
 
@@ -315,6 +334,10 @@ class LiveGuard:
                 self._on_violation(found)
             except Exception:
                 self._report("on_violation callback")
+
+
+def _never(attrs: Mapping[str, Any]) -> bool:
+    return False
 
 
 def _event_attributes(found: GuardViolation) -> dict[str, Any]:

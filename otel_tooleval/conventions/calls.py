@@ -13,12 +13,22 @@ from .openinference import tool_message_call_id
 from .registry import AGENT_NAME_KEYS, NESTED_AGENT_NAME_KEYS, TOOL_CONVENTIONS
 from .spec import ToolConvention
 
-__all__ = ["CallReader", "CallText", "agent_name_of", "call_reader", "call_text", "tool_call", "tool_call_from",
-           "tool_row"]
+__all__ = ["TOOL_KEYS", "CallReader", "CallText", "agent_name_of", "call_reader", "call_text",
+           "tool_call", "tool_call_from", "tool_row"]
 
 #: ``call_text``'s answer: the tool name, the raw arguments (None: not recorded) and what
 #: unwraps their decoded value (``ToolConvention.arguments_from``).
 CallText = tuple[str, Any, Callable[[Any], Any] | None]
+
+#: The attribute keys the conventions' rows test (each row's name key or condition key): a span
+#: with none of them is no tool call in any scope, which ``frozenset.isdisjoint`` on its
+#: attributes tells cheaply (the live guard's first test at every span's start). None if a row
+#: tested no key (it would read any span of its scope).
+TOOL_KEYS: frozenset[str] | None = (
+    None if any(conv.name is None and (conv.when is None or conv.when[1] is None)
+                for conv in TOOL_CONVENTIONS)
+    else frozenset(key for conv in TOOL_CONVENTIONS
+                   for key in (conv.name, conv.when[0] if conv.when else None) if key))
 
 
 def tool_call_from(
@@ -140,14 +150,14 @@ def call_reader(scope: str) -> CallReader:
     for i, conv in enumerate(c for c in TOOL_CONVENTIONS
                              if c.scope is None or scope.startswith(c.scope)):
         env[f"R{i}"], env[f"U{i}"] = conv, conv.arguments_from
-        tests = []
+        tests = []   # ``key in attrs`` first: most keys tested are absent
         if conv.name is not None:
             env[f"N{i}"] = conv.name
-            lines.append(f"    v = get(N{i})")
-            tests.append("v is not None")
+            tests.append(f"N{i} in attrs and (v := attrs[N{i}]) is not None")
         if conv.when is not None:
             env[f"W{i}"], env[f"V{i}"] = conv.when
-            tests.append(f"get(W{i}) == V{i}")
+            tests.append(f"get(W{i}) == V{i}" if conv.when[1] is None
+                         else f"W{i} in attrs and attrs[W{i}] == V{i}")
         lines.append(f"    if {' and '.join(tests)}:")
         plain = (conv.name is not None and conv.name_from is None and not conv.not_tools
                  and conv.server_sep is None and not conv.argument_attributes
