@@ -94,6 +94,11 @@ class LiveGuard:
         #: Instrumentation scope name -> the reader of its spans' calls (``reader``).
         self.readers: dict[str, CallReader] = {}
         self._ignores: dict[str, bool] = {}   # tool name -> in ``runs.ignore_tools``
+        #: ``(attributes) -> True`` for a span that cannot be a tool call: none of the keys the
+        #: conventions test (one C call); never, with a ``conventions:`` mapping (its entries
+        #: may match any span). The hooks call ``start_hook``'s function for the others only.
+        self.no_call: Callable[[Mapping[str, Any]], bool] = (
+            TOOL_KEYS.isdisjoint if TOOL_KEYS is not None and self._mapped is None else _never)
         _GUARDS.add(self)
 
     def close(self) -> None:
@@ -102,67 +107,56 @@ class LiveGuard:
 
     # -- application thread (hooks.py) ---------------------------------------------------------
 
-    def start_hook(self, traces_get: Callable[[int], TraceState | None],
-                   report: Callable[[str], None]) -> Callable[[Any], None]:
-        """The processor's start hook for the guard (``traces_get``: its traces by id): every
-        span's call read straight off it (a compiled row picker per instrumentation scope: no
-        kind bits, no SpanRecord, no ToolCall, nothing decoded); a tool call checked and its
-        span marked when it breaks a rule. One frame besides the reader and the rules."""
+    def start_hook(self, traces_get: Callable[[int], TraceState | None]
+                   ) -> Callable[[Any, dict[str, Any]], None]:
+        """The processor's start hook for the guard (``traces_get``: its traces by id), for a
+        span that ``no_call`` does not rule out (``attrs``: its attributes' dict): its call
+        read straight off it (a compiled row picker per instrumentation scope: no kind bits, no
+        SpanRecord, no ToolCall, nothing decoded); a tool call checked and its span marked
+        when it breaks a rule. One frame besides the reader (and the rules, for a name with
+        more than ``max_calls`` to check). The caller contains its failures."""
         readers_get, reader = self.readers.get, self.reader
         rules = self.rules
         check, for_name = rules.start_check, rules.for_name
         counted_only, call_limit, over_calls = rules.counted_only, rules.call_limit, rules.over_calls
-        trace_of, run_below, flag = self._trace, self._run_below, self._flag
-        # A span with none of the keys the conventions test is no tool call: one C call. Not
-        # with a ``conventions:`` mapping (its entries may match any span).
-        keys = TOOL_KEYS if self._mapped is None else None
-        no_call = keys.isdisjoint if keys is not None else _never
+        first_run, flag = self._first_run, self._flag
         checked = _CHECKED
 
-        def started(span: Any) -> None:
-            try:
-                attrs = span._attributes._dict
-                if no_call(attrs):
-                    return
-                scope = span._instrumentation_scope
-                scope_name = scope._name if scope is not None else ""
-                read = readers_get(scope_name)
-                if read is None:
-                    read = reader(scope_name)
-                call = read(attrs, span._name, ())
-                if call is None:
-                    return
-                ctx = span._context
-                state = traces_get(ctx[0])
-                if state is None or state.closed:
-                    return
-                guard = state.guard
-                if guard is None:
-                    guard = trace_of(state)
-                parent = span._parent
-                parent_id = parent[1] if parent is not None else 0
-                run = guard.run_of.get(parent_id)
-                if run is None:
-                    run = run_below(state, guard, parent_id)
-                name, raw, unwrap = call
-                found: GuardViolation | None
-                if name in counted_only:
-                    # Only ``max_calls`` applies: counted here, no call into the rules.
-                    calls = next(run.counter)
-                    if calls <= call_limit:
-                        guard.seen[ctx[1]] = checked
-                        return
-                    found = over_calls(name, calls)
-                else:
-                    found = check(run, name, raw, unwrap)
-                if found is not None:
-                    flag(span, guard, run, name, found, ctx[0], ctx[1])
-                elif raw is None and for_name(name).reads:
-                    guard.seen[ctx[1]] = (run, name, True, None)   # argument rules put off
-                else:
+        def started(span: Any, attrs: dict[str, Any]) -> None:
+            scope = span._instrumentation_scope
+            scope_name = scope._name if scope is not None else ""
+            read = readers_get(scope_name)
+            if read is None:
+                read = reader(scope_name)
+            call = read(attrs, span._name, ())
+            if call is None:
+                return
+            ctx = span._context
+            state = traces_get(ctx[0])
+            if state is None or state.closed:
+                return
+            parent = span._parent
+            parent_id = parent[1] if parent is not None else 0
+            guard = state.guard
+            if guard is None or (run := guard.run_of.get(parent_id)) is None:
+                guard, run = first_run(state, parent_id)
+            name, raw, unwrap = call
+            found: GuardViolation | None
+            if name in counted_only:
+                # Only ``max_calls`` applies: counted here, no call into the rules.
+                calls = next(run.counter)
+                if calls <= call_limit:
                     guard.seen[ctx[1]] = checked
-            except Exception:
-                report("guard")
+                    return
+                found = over_calls(name, calls)
+            else:
+                found = check(run, name, raw, unwrap)
+            if found is not None:
+                flag(span, guard, run, name, found, ctx[0], ctx[1])
+            elif raw is None and for_name(name).reads:
+                guard.seen[ctx[1]] = (run, name, True, None)   # argument rules put off
+            else:
+                guard.seen[ctx[1]] = checked
 
         return started
 
@@ -273,6 +267,15 @@ class LiveGuard:
             if len(self._ignores) < _MAX_REMEMBERED_NAMES:
                 self._ignores[name] = known
         return known
+
+    def _first_run(self, state: TraceState, parent_id: int) -> tuple[GuardTrace, GuardRun]:
+        """The start hook's way to a trace's guard state and the run of a call below
+        ``parent_id`` when one of them is new (the first call of a run, or below a new
+        parent)."""
+        guard = state.guard
+        if guard is None:
+            guard = self._trace(state)
+        return guard, self._run_below(state, guard, parent_id)
 
     def _trace(self, state: TraceState) -> GuardTrace:
         guard: GuardTrace | None = state.guard
