@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
-from .live_guard import GuardEntry, LiveGuard
+from .live_guard import GuardEntry, GuardStart, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -86,7 +86,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             try:
                 attrs = span._attributes._dict
                 if not no_call(attrs):   # most spans: one C call, the guard's only cost
-                    guard_start(span, attrs)
+                    # With what the tracking read: the span's context, parent, and its trace's
+                    # state as it was before (None or closed: the guard looks it up again).
+                    guard_start(span, attrs, ctx, parent, state)
             except Exception:
                 report("guard")
         if forward_start is not None:
@@ -176,7 +178,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
 
 
 def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None]
-                 ) -> tuple[Callable[[Any, dict[str, Any]], None] | None,
+                 ) -> tuple[GuardStart | None,
                             Callable[[TraceState, Any, GuardEntry | None], Any] | None,
                             Callable[[Any], bool]]:
     """The guard's start hook (a span that may be a tool call, with its attributes: checked if

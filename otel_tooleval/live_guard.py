@@ -31,7 +31,8 @@ from .conventions.calls import TOOL_KEYS, CallReader, CallText, call_reader, cal
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
 from .model import SpanEvent
 
-__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardTrace", "LiveGuard", "check_call"]
+__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardStart", "GuardTrace", "LiveGuard",
+           "check_call"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +56,9 @@ _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
 #: What a tool span's start left for its end and ``check_call``: (its run's counts, name,
 #: arguments put off, violation found at start).
 GuardEntry = tuple[GuardRun, str, bool, "GuardViolation | None"]
+
+#: ``LiveGuard.start_hook``'s function: ``(span, attributes, context, parent, trace state)``.
+GuardStart = Callable[[Any, dict[str, Any], Any, Any, "TraceState | None"], None]
 
 #: The entry of every tool span checked whole at its start without a violation (the usual
 #: case): its end and ``check_call`` need nothing else from it, so nothing is allocated.
@@ -107,10 +111,11 @@ class LiveGuard:
 
     # -- application thread (hooks.py) ---------------------------------------------------------
 
-    def start_hook(self, traces_get: Callable[[int], TraceState | None]
-                   ) -> Callable[[Any, dict[str, Any]], None]:
+    def start_hook(self, traces_get: Callable[[int], TraceState | None]) -> GuardStart:
         """The processor's start hook for the guard (``traces_get``: its traces by id), for a
-        span that ``no_call`` does not rule out (``attrs``: its attributes' dict): its call
+        span that ``no_call`` does not rule out, with what the processor's own start hook read
+        (``attrs``: its attributes' dict; its context, parent, and its trace's state before
+        that hook, which is the trace's state unless it was None or closed): its call
         read straight off it (a compiled row picker per instrumentation scope: no kind bits, no
         SpanRecord, no ToolCall, nothing decoded); a tool call checked and its span marked
         when it breaks a rule. One frame besides the reader (and the rules, for a name with
@@ -122,7 +127,8 @@ class LiveGuard:
         first_run, flag = self._first_run, self._flag
         checked = _CHECKED
 
-        def started(span: Any, attrs: dict[str, Any]) -> None:
+        def started(span: Any, attrs: dict[str, Any], ctx: Any, parent: Any,
+                    state: TraceState | None) -> None:
             scope = span._instrumentation_scope
             scope_name = scope._name if scope is not None else ""
             read = readers_get(scope_name)
@@ -131,11 +137,10 @@ class LiveGuard:
             call = read(attrs, span._name, ())
             if call is None:
                 return
-            ctx = span._context
-            state = traces_get(ctx[0])
-            if state is None or state.closed:
-                return
-            parent = span._parent
+            if state is None or state.closed:   # a new trace or local root: a new state
+                state = traces_get(ctx[0])
+                if state is None or state.closed:
+                    return
             parent_id = parent[1] if parent is not None else 0
             guard = state.guard
             if guard is None or (run := guard.run_of.get(parent_id)) is None:
