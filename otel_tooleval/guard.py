@@ -157,9 +157,10 @@ class _Repeats:
 
     __slots__ = ("calls", "classes", "texts")
 
-    def __init__(self) -> None:
-        self.calls = 0
-        self.texts: dict[Hashable, list[Any]] = {}
+    def __init__(self, first: str | None = None) -> None:
+        """``first``: the argument text of the tool's first call in the run, counted."""
+        self.calls = 0 if first is None else 1
+        self.texts: dict[Hashable, list[Any]] = {} if first is None else {first: [1, None]}
         self.classes: dict[Hashable, int] | None = None
 
 
@@ -352,7 +353,9 @@ class GuardRules:
         text counted inline (``_repeat`` does the rest). The same answers as ``check``
         (``tests/test_guard_start.py`` compares them)."""
         names_get, for_name = self._names.get, self.for_name
-        max_repeats, lock = self.max_repeats, self._lock
+        # The lock's methods bound: ``with lock`` costs twice as much (``__exit__`` and its
+        # three arguments).
+        max_repeats, acquire, release = self.max_repeats, self._lock.acquire, self._lock.release
         limit_calls, over_calls = self.call_limit, self.over_calls
         disallowed, repeat = self._disallowed, self._repeat
 
@@ -376,13 +379,15 @@ class GuardRules:
                     value = _decode(arguments, unwrap)
                     found = disallowed(before, name, value) or found
                 if max_repeats is not None:
-                    with lock:
+                    acquire()
+                    try:
                         tool = run.repeats.get(name)
-                        if arguments.__class__ is str and (
-                                tool is None or tool.calls < max_repeats):
+                        if arguments.__class__ is not str:
+                            looped = repeat(run, name, arguments, value, unwrap, True)
+                        elif tool is None:
+                            run.repeats[name] = _Repeats(arguments)
+                        elif tool.calls < max_repeats:
                             # Under the limit no value can be a loop: the text counted only.
-                            if tool is None:
-                                tool = run.repeats[name] = _Repeats()
                             tool.calls += 1
                             entry = tool.texts.get(arguments)
                             if entry is None:
@@ -391,6 +396,8 @@ class GuardRules:
                                 entry[0] += 1
                         else:
                             looped = repeat(run, name, arguments, value, unwrap, True)
+                    finally:
+                        release()
             if found is not None:
                 return found
             if limit is not None and tool_calls > limit:
@@ -515,7 +522,7 @@ def _conditions_match(conditions: _Conditions, args: Any) -> bool:
     guard cannot report a configuration error at call time). A literal pattern is a substring
     test, the same answer as the regex search for a text it searches whole (up to
     ``max_match_chars``), at a fraction of its cost."""
-    if not isinstance(args, Mapping):
+    if args.__class__ is not dict and not isinstance(args, Mapping):   # the ABC test is slow
         return False
     for key, pattern, literal in conditions:
         value = args.get(key)
