@@ -90,7 +90,8 @@ class LiveGuard:
         self._count = count
         self._on_violation = on_violation
         self._report = report
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()   # a trace's guard state made once
+        self._acquire, self._release = self._lock.acquire, self._lock.release
         self.violations = 0
         policy = buffers.policy
         self._mapped = policy.conventions
@@ -181,7 +182,6 @@ class LiveGuard:
         span that carries the violation, or None to forward the span as it is."""
         if entry is not None and not entry[2]:
             return None   # checked whole at start
-        guard = state.guard
         record = record_from_span(span)
         reader = self.readers.get(record.scope) or self.reader(record.scope)
         read = reader(record.attributes, record.name, record.events)
@@ -189,11 +189,9 @@ class LiveGuard:
             return None
         name, raw, unwrap = read
         rules = self.rules
-        if guard is None:
-            guard = self._trace(state)
         if entry is None:
-            found = rules.check(self._run_below(state, guard, record.parent_id), name,
-                                UNKNOWN if raw is None else raw, unwrap)
+            run = self._first_run(state, record.parent_id)[1]
+            found = rules.check(run, name, UNKNOWN if raw is None else raw, unwrap)
         elif raw is None:
             return None   # never recorded: the argument rules cannot apply
         else:
@@ -274,41 +272,31 @@ class LiveGuard:
         return known
 
     def _first_run(self, state: TraceState, parent_id: int) -> tuple[GuardTrace, GuardRun]:
-        """The start hook's way to a trace's guard state and the run of a call below
-        ``parent_id`` when one of them is new (the first call of a run, or below a new
-        parent)."""
-        guard = state.guard
-        if guard is None:
-            guard = self._trace(state)
-        return guard, self._run_below(state, guard, parent_id)
-
-    def _trace(self, state: TraceState) -> GuardTrace:
+        """The trace's guard state and the counts of the run a call below ``parent_id``
+        counts in, when one of them is new (the first call of a trace, or below a new parent):
+        the run's counts are then remembered per parent (up to 4,096 parents per trace). One
+        frame besides ``_run_key``: this is most of what a run's first call costs."""
         guard: GuardTrace | None = state.guard
         if guard is None:
-            with self._lock:
+            self._acquire()
+            try:
                 guard = state.guard
                 if guard is None:
                     guard = state.guard = GuardTrace()
-        return guard
-
-    def _run(self, guard: GuardTrace, key: int) -> GuardRun:
-        run = guard.runs.get(key)
-        if run is None:
-            runs = guard.runs
-            if len(runs) >= _MAX_RUNS_PER_TRACE:
-                runs.pop(next(iter(runs)), None)   # the oldest run of a long-lived trace
-            run = runs.setdefault(key, GuardRun())
-        return run
-
-    def _run_below(self, state: TraceState, guard: GuardTrace, parent_id: int) -> GuardRun:
-        """The counts of the run a call below ``parent_id`` counts in, remembered per parent
-        (up to 4,096 parents per trace)."""
+            finally:
+                self._release()
         run = guard.run_of.get(parent_id)
         if run is None:
-            run = self._run(guard, self._run_key(state, guard, parent_id))
+            key = self._run_key(state, guard, parent_id)
+            runs = guard.runs
+            run = runs.get(key)
+            if run is None:
+                if len(runs) >= _MAX_RUNS_PER_TRACE:
+                    runs.pop(next(iter(runs)), None)   # the oldest run of a long-lived trace
+                run = runs.setdefault(key, GuardRun())
             if len(guard.run_of) < _MAX_REMEMBERED_PARENTS:
                 guard.run_of[parent_id] = run
-        return run
+        return guard, run
 
     def _run_key(self, state: TraceState, guard: GuardTrace, parent_id: int) -> int:
         """The run a call below ``parent_id`` counts in: the outermost agent span open above
