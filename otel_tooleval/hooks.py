@@ -184,7 +184,8 @@ def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState
     """The guard's start hook (a span that may be a tool call, with its attributes: checked if
     it is one), its end hook (tool spans not checked whole at their start: the check put off,
     or a copy to forward) and the test that rules a span out as a tool call by its attributes
-    (``LiveGuard.no_call``), or (None, None, _ignore) without a guard."""
+    (``LiveGuard.no_call``), or (None, None, a test that rules out every span) without a
+    guard."""
     if guard is None:
         return None, None, _ignore_attrs
     return guard.start_hook(traces_get), guard.ended, guard.no_call
