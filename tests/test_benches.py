@@ -132,6 +132,33 @@ def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
     _check_overhead(fig, "process", [3], _rows("overhead-process", bench, fig, argv, capfd))
 
 
+@pytest.mark.parametrize(("which", "types"), [("none", []), ("one", ["tool-call-count"])])
+def test_bench_overhead_fewer_graders(which: str, types: list[str],
+                                      capfd: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("overhead")
+    fig, out, _ = _run(bench, ["--calls", "2", *OVERHEAD_TINY, "--graders", which],
+                       capfd, monkeypatch)
+    assert fig["graders"] == types
+    (size,) = fig["sizes"]
+    # without graders every run is still collected, summarised and counted (as passed)
+    assert size["runs_graded"] == size["runs_expected"] > 0
+    assert fig["runs_failed"] == 0 and fig["runs_passed"] >= size["runs_graded"]
+    assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+    if which == "none":
+        assert "graders: none;" in out
+
+
+def test_profile_processor_without_graders(capfd: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("processor", "profile_processor")
+    fig, _, _ = _run(bench, ["--calls", "3", "--runs", "2", "--repeat", "1", "--graders",
+                             "none", "--no-app"], capfd, monkeypatch)
+    stages = fig["stages_us"]
+    assert not [name for name in stages if name.startswith("grader ")]
+    assert {"members", "run_from (calls)", "annotated root copy", "TOTAL"} <= set(stages)
+
+
 # -- graders ------------------------------------------------------------------------------------
 
 def test_bench_graders(capfd: pytest.CaptureFixture[str],

@@ -124,15 +124,42 @@ def _from_events(record: SpanRecord, sources: tuple[tuple[str, str], ...]) -> tu
 def tool_row(record: SpanRecord) -> ToolConvention | None:
     """The convention row that reads a tool span: the first whose name, condition and scope
     fit (None for a span that is no tool call)."""
-    attrs = record.attributes
-    for conv in TOOL_CONVENTIONS:
-        key = conv.name
-        if key is not None and (key not in attrs or attrs[key] is None):
-            continue
-        if (conv.when is None or attrs.get(conv.when[0]) == conv.when[1]) and (
-                conv.scope is None or record.scope.startswith(conv.scope)):
-            return conv
-    return None
+    pick = _PICKERS.get(record.scope)
+    if pick is None:
+        pick = _row_picker(record.scope)
+    return pick(record.attributes)
+
+
+#: ``tool_row``'s pickers by instrumentation scope (a process sees a handful of scopes; past
+#: ``_MAX_PICKERS`` the cache starts again rather than grow).
+_PICKERS: dict[str, Callable[[Mapping[str, Any]], ToolConvention | None]] = {}
+_MAX_PICKERS = 256
+
+
+def _row_picker(scope: str) -> Callable[[Mapping[str, Any]], ToolConvention | None]:
+    """``tool_row`` for the spans of one scope, written out as code (``run_from`` asks it
+    once per tool span): the rows that scope can use, in order, one lookup per key they test,
+    no loop and no scope test."""
+    env: dict[str, Any] = {}
+    lines = ["def pick(attrs):", "    get = attrs.get"]
+    for i, conv in enumerate(c for c in TOOL_CONVENTIONS
+                             if c.scope is None or scope.startswith(c.scope)):
+        env[f"R{i}"] = conv
+        tests = []
+        if conv.name is not None:
+            env[f"N{i}"] = conv.name
+            tests.append(f"get(N{i}) is not None")
+        if conv.when is not None:
+            env[f"W{i}"], env[f"V{i}"] = conv.when
+            tests.append(f"get(W{i}) == V{i}")
+        lines += [f"    if {' and '.join(tests) or 'True'}:", f"        return R{i}"]
+    lines.append("    return None")
+    exec("\n".join(lines), env)   # noqa: S102 - our own tables
+    pick: Callable[[Mapping[str, Any]], ToolConvention | None] = env["pick"]
+    if len(_PICKERS) >= _MAX_PICKERS:
+        _PICKERS.clear()
+    _PICKERS[scope] = pick
+    return pick
 
 
 #: Reads a tool span's call: ``(attrs, span name, events)`` -> ``CallText`` or None.
