@@ -400,12 +400,18 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
 def _row(cell: Cell) -> str:
     if cell.peer_ms is not None:
         theirs = f"{cell.peer_ms:>11.3f}"
-        ratio = f"{cell.peer_ms / cell.ours_ms:>10.2f}x" if cell.ours_ms else f"{'-':>11}"
+        ratio = (f"{_ratio(cell.peer_ms / cell.ours_ms):>10}x" if cell.ours_ms
+                 else f"{'-':>11}")
         tail = cell.agreement
     else:
         theirs, ratio, tail = f"{'-':>11}", f"{'-':>11}", cell.peer_status
     return (f"{cell.family:<27}{cell.peer:<12}{cell.calls:>7,}{cell.ours_ms:>11.3f}"
             f"{theirs}{ratio}  {tail}")
+
+
+def _ratio(value: float) -> str:
+    """Two decimals, or three significant digits below 0.1 (so that 0.004 does not read 0)."""
+    return f"{value:.2f}" if value >= 0.1 else f"{value:.3g}"
 
 
 HEADER = (f"{'family':<27}{'peer':<12}{'calls':>7}{'ours ms':>11}{'peer ms':>11}"
