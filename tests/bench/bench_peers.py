@@ -45,7 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# peer_trajectories sits beside this file: on the path already when run as a script, appended
+# (after everything else) when imported as tests.bench.bench_peers.
+if str(Path(__file__).resolve().parent) not in sys.path:
+    sys.path.append(str(Path(__file__).resolve().parent))
 
 import peer_trajectories
 

@@ -7,14 +7,17 @@
 #   DIR/letta-evals/  a venv with PyPI's `letta-evals` (tool graders)
 #
 # Usage: bash tests/bench/install_peers.sh [DIR] [agentv] [uipath] [letta-evals]
-# With no peer named, all three. The versions the bench was written against are the defaults;
+# With no peer named, all three; bench_peers.py --peers-dir DIR for another DIR. The versions the bench was written against are the defaults;
 # AGENTV_VERSION, UIPATH_VERSION, LETTA_EVALS_VERSION override them ("latest" takes the newest).
 # A peer that fails to install is reported and skipped; the bench then says "not installed".
 set -u
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-dir="${1:-$root/.bench-peers}"
-[ $# -gt 0 ] && shift
+dir="$root/.bench-peers"
+case "${1:-}" in
+    ""|agentv|uipath|letta-evals) ;;           # no DIR given: the default
+    *) dir="$1"; shift ;;
+esac
 peers=("$@")
 [ ${#peers[@]} -eq 0 ] && peers=(agentv uipath letta-evals)
 
