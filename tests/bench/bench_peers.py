@@ -510,8 +510,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         for worker in workers.values():
             if isinstance(worker, Worker):
                 worker.stop()
+    used = {peer for _, peer in families}
     versions = {name: (w.version or "?") if isinstance(w, Worker) else w
-                for name, w in workers.items()}
+                for name, w in workers.items() if name in used}
     print("\npeers: " + "; ".join(f"{name} {v}" for name, v in versions.items()))
     checks = targets(cells)
     print("\nTARGETS")
