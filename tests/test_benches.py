@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.bench import bench_files, bench_grade_memory, bench_graders, bench_serve, run_all
+from tests.bench import (
+    bench_files,
+    bench_grade_memory,
+    bench_graders,
+    bench_peers,
+    bench_serve,
+    run_all,
+)
 from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
 
 BENCH_DIR = Path(run_all.__file__).resolve().parent
@@ -368,11 +375,33 @@ def test_bench_forward(capfd: pytest.CaptureFixture[str],
     assert "requests/s" in out
 
 
+def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No peer installed: every cell says so, ours is still measured and scored. The peers
+    themselves (their workers, agreement, targets) are covered in test_bench_peers.py."""
+    bench = _bench("peers", "bench_peers")
+    fig, out, _ = _run(bench, ["--sizes", "3,12", "--repeat", "2",
+                               "--peers-dir", str(tmp_path / "none")], capfd, monkeypatch)
+    assert fig["sizes"] == [3, 12]
+    assert set(fig["peers"].values()) == {bench_peers.INSTALL_HINT}
+    assert [(c["family"], c["calls"]) for c in fig["cells"]] == [
+        (family, n) for n in (3, 12) for family, _ in bench_peers.FAMILIES]
+    for cell in fig["cells"]:
+        assert cell["peer_status"] == bench_peers.INSTALL_HINT and cell["peer_ms"] is None
+        assert cell["ours_ms"] > 0 and 0.0 <= cell["ours_score"] <= 1.0
+        assert cell["samples"] == 2 and cell["agreement"] == ""
+    assert out.count(bench_peers.INSTALL_HINT) >= len(fig["cells"])
+    # sizes 1,000 and 10,000 not measured, no peer figure: nothing can PASS or MISS
+    assert {t["status"] for t in fig["targets"]} == {"n/a"}
+    assert "TARGETS" in out
+
+
 # -- every script is covered --------------------------------------------------------------------
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
-                   "profile_processor", "bench_forward", "bench_grade_memory"}
+                   "profile_processor", "bench_forward", "bench_grade_memory",
+                   "bench_peers", "peer_trajectories"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:
