@@ -12,6 +12,7 @@ import datetime
 import json
 import math
 from bisect import bisect_left
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -269,11 +270,20 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     Without latency limits every largest matching scores the same (hits / entries), so only
     the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
     ``_in_order_settled`` would. With limits the choice weighs latency hits and neutral aspects
-    too, which a length-only recurrence cannot see: those configs keep the column DPs below.
+    too, which a length-only recurrence cannot see: those go through the sparse DPs over the
+    matching (entry, call) pairs (``_sparse_settled``, ``_sparse_fronts``), the same matching
+    as the column DPs below, which remain for runs where the pairs would be too many (entries
+    without args, or whose args have no scalar value to index, against many calls of their tool).
     """
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
-    if not any(map(_PENDING, calls)):
+    pending = any(map(_PENDING, calls))
+    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)))
+    if pairs is not None:
+        if pending:
+            return _sparse_fronts(entries, calls, pairs)
+        return _sparse_settled(entries, calls, pairs)
+    if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
 
@@ -435,6 +445,210 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
             column = new
     matched: dict[int, ToolCall] = {}
     path = column[-1][1]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+# -- in_order with latency limits, sparse ----------------------------------------------------------
+#
+# The column DPs above keep, for every prefix of the entries, the first best state in the order
+# (call, entry) of the pair that made it: a state changes only where a pair strictly improves
+# it, calls in order and a call's entries in ascending order. So the state of a prefix is the
+# first best over the pairs (entry k, call j) with k inside it, where a pair's value extends the
+# state of the prefix before k as it stood before call j. Only the matching pairs are visited:
+# candidate entries come from an index by tool and by one scalar argument of the entry (a
+# partial match needs that very value in the call), and the prefix states live in a Fenwick tree
+# over the entries, queried for all of a call's pairs before they are written. O(r log E) in the
+# number r of matching pairs instead of O(E) per matching call.
+
+_SCALAR = (str, int, float, bool, type(None))
+_ABSENT = object()
+_INDEX = attrgetter("index")
+_Pairs = list[tuple[int, list[_Entry]]]
+
+
+def _pair_budget(entries: int, calls: int) -> int:
+    """Most candidate pairs for which the sparse DPs beat the column DPs.
+
+    A pair costs a few Fenwick steps (~2 log E) where the column DPs pay one short step per
+    entry of the call's tool and a column copy: past about E x calls / 8 pairs, the candidates
+    are nearly all the entries of the tool and the columns win.
+    """
+    return max(4 * (entries + calls), entries * calls // 8)
+
+
+def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
+                    budget: int) -> _Pairs | None:
+    """(call index, its matching entries in ascending order) for every call some entry
+    matches; None once the candidates examined exceed ``budget``.
+
+    An entry whose args hold a scalar at the top level can only match calls with that very
+    value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
+    hash agree with it or are looser, as in ``True == 1``, and every candidate is confirmed),
+    so entries are filed under the key of theirs that the fewest entries of their tool share.
+    The others (no args, or only nested values) are candidates for every call of their tool.
+    """
+    index: dict[str, dict[str, dict[Any, list[_Entry]]]] = {}
+    loose: dict[str, list[_Entry]] = {}
+    for tool, group in by_tool.items():
+        shared = Counter((key, value) for e in group if e.args
+                         for key, value in e.args.items() if isinstance(value, _SCALAR))
+        for e in group:
+            scalars = [(key, value) for key, value in e.args.items()
+                       if isinstance(value, _SCALAR)] if e.args else []
+            if not scalars:
+                loose.setdefault(tool, []).append(e)
+                continue
+            key, value = min(scalars, key=shared.__getitem__)
+            index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(e)
+    pairs: _Pairs = []
+    examined = 0
+    for j, call in enumerate(calls):
+        tool = call.name
+        found: list[_Entry] = []
+        sources = 0
+        keyed = index.get(tool)
+        if keyed is not None:
+            actual = call.arguments
+            if actual.__class__ is dict or isinstance(actual, Mapping):
+                for key, buckets in keyed.items():
+                    value = actual.get(key, _ABSENT)
+                    if value is _ABSENT or not isinstance(value, _SCALAR):
+                        continue
+                    bucket = buckets.get(value)
+                    if bucket is not None:
+                        examined += len(bucket)
+                        found.extend(e for e in bucket if e.args_hold(call))
+                        sources += 1
+        free = loose.get(tool)
+        if free is not None:
+            examined += len(free)
+            found.extend(e for e in free if e.args_hold(call))
+            sources += 1
+        if examined > budget:
+            return None
+        if found:
+            if sources > 1:
+                found.sort(key=_INDEX)
+            pairs.append((j, found))
+    return pairs
+
+
+def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                    pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_settled``'s matching from the matching pairs only.
+
+    A prefix state is one int: its key (hits * (E + 1) + latency hits) times ``width``, plus a
+    tie-break that is larger for an earlier call, then a smaller entry (the pair that made it).
+    """
+    n, m = len(entries), len(calls)
+    scale = n + 1
+    width = (m + 1) * scale
+    tree = [0] * (n + 1)                    # Fenwick node i: the best of entries (i - lowbit, i]
+    paths: list[_Path] = [None] * (n + 1)
+    for j, found in pairs:
+        duration = calls[j].duration_ms
+        tie = (m - j) * scale + n
+        made = []
+        for e in found:
+            k = e.index
+            best, path, i = 0, None, k
+            while i:                        # the best over entries below k, before this call
+                if tree[i] > best:
+                    best, path = tree[i], paths[i]
+                i &= i - 1
+            key = best // width + scale
+            if e.limit is not None and duration is not None and duration <= e.limit:
+                key += 1
+            made.append((k, key * width + tie - k, (k, j, path)))
+        for k, value, path in made:
+            i = k + 1
+            while i <= n:
+                if value > tree[i]:
+                    tree[i], paths[i] = value, path
+                i += i & -i
+    best, path, i = 0, None, n
+    while i:
+        if tree[i] > best:
+            best, path = tree[i], paths[i]
+        i &= i - 1
+    matched: dict[int, ToolCall] = {}
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+def _earlier(a: _Option, b: _Option) -> bool:
+    """Whether ``a``'s last pair comes first in (call, entry) order."""
+    pa, pb = a[2], b[2]
+    if pa is None or pb is None:
+        return pb is not None or pa is None
+    return (pa[1], pa[0]) < (pb[1], pb[0])
+
+
+def _merge(a: _State, b: _State) -> _State:
+    """The combination of two prefix states: the most hits, then the Pareto front of their
+    options; of two options with equal aspects, the one whose last pair comes first."""
+    if a is b:
+        return a
+    if a[0] != b[0]:
+        return a if a[0] > b[0] else b
+    fa, fb = a[1], b[1]
+    if len(fa) == 1 and len(fb) == 1:
+        (na, la, _), (nb, lb, _) = fa[0], fb[0]
+        if na == nb and la == lb:
+            return a if _earlier(fa[0], fb[0]) else b
+        if na >= nb and la >= lb:
+            return a
+        if nb >= na and lb >= la:
+            return b
+    points: dict[tuple[int, int], _Option] = {}
+    for option in fa + fb:
+        point = option[0], option[1]
+        other = points.get(point)
+        if other is None or _earlier(option, other):
+            points[point] = option
+    return a[0], _front(list(points.values()))
+
+
+def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                   pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_fronts``'s matching from the matching pairs only, states merged in a
+    Fenwick tree (``_merge`` is order-free, so any grouping of pairs gives the same state)."""
+    n = len(entries)
+    start: _State = (0, ((0, 0, None),))
+    tree: list[_State | None] = [None] * (n + 1)
+
+    def prefix(k: int) -> _State:
+        state, i = start, k
+        while i:
+            node = tree[i]
+            if node is not None:
+                state = _merge(state, node)
+            i &= i - 1
+        return state
+
+    for j, found in pairs:
+        call = calls[j]
+        made = [(e.index, _extend(prefix(e.index), e.index, j, *e.latency(call)))
+                for e in found]
+        for k, state in made:
+            i = k + 1
+            while i <= n:
+                node = tree[i]
+                tree[i] = state if node is None else _merge(node, state)
+                i += i & -i
+    hits, front = prefix(n)
+    aspects = n + sum(1 for e in entries if e.limit is not None)
+    chosen = front[0]
+    for option in front[1:]:
+        if (hits + option[1]) * (aspects - chosen[0]) > (hits + chosen[1]) * (aspects - option[0]):
+            chosen = option
+    matched: dict[int, ToolCall] = {}
+    path = chosen[2]
     while path is not None:
         entry_index, call_index, path = path
         matched[entry_index] = calls[call_index]
