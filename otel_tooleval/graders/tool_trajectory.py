@@ -11,7 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -459,9 +459,10 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
 # first best over the pairs (entry k, call j) with k inside it, where a pair's value extends the
 # state of the prefix before k as it stood before call j. Only the matching pairs are visited:
 # candidate entries come from an index by tool and by one scalar argument of the entry (a
-# partial match needs that very value in the call), and the prefix states live in a Fenwick tree
-# over the entries, queried for all of a call's pairs before they are written. O(r log E) in the
-# number r of matching pairs instead of O(E) per matching call.
+# partial match needs that very value in the call), and the column is kept as its steps (it
+# only grows along the entries), read for all of a call's pairs before they are written.
+# O(r log E) in the number r of matching pairs (plus list moves in C) instead of O(E) per
+# matching call.
 
 _SCALAR = (str, int, float, bool, type(None))
 _ABSENT = object()
@@ -472,9 +473,9 @@ _Pairs = list[tuple[int, list[_Entry]]]
 def _pair_budget(entries: int, calls: int) -> int:
     """Most candidate pairs for which the sparse DPs beat the column DPs.
 
-    A pair costs a few Fenwick steps (~2 log E) where the column DPs pay one short step per
-    entry of the call's tool and a column copy: past about E x calls / 8 pairs, the candidates
-    are nearly all the entries of the tool and the columns win.
+    A pair costs two bisections and a few list moves where the column DPs pay one short step
+    per entry of the call's tool and a column copy: past about E x calls / 8 pairs, the
+    candidates are nearly all the entries of the tool and the columns win.
     """
     return max(4 * (entries + calls), entries * calls // 8)
 
@@ -540,41 +541,41 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
                     pairs: _Pairs) -> dict[int, ToolCall]:
     """``_in_order_settled``'s matching from the matching pairs only.
 
-    A prefix state is one int: its key (hits * (E + 1) + latency hits) times ``width``, plus a
-    tie-break that is larger for an earlier call, then a smaller entry (the pair that made it).
+    A state is one int: its key (hits * (E + 1) + latency hits) times ``width``, plus a
+    tie-break that is larger for an earlier call, then a smaller entry (the pair that made it),
+    so the first best is simply the largest. The column, the best state of every prefix of
+    the entries, only grows along the entries: it is kept as its steps, ``starts`` (ascending
+    prefix lengths) with strictly ascending ``values``. A pair raising the prefixes from k + 1
+    on replaces the steps it exceeds, each removed once.
     """
     n, m = len(entries), len(calls)
     scale = n + 1
     width = (m + 1) * scale
-    tree = [0] * (n + 1)                    # Fenwick node i: the best of entries (i - lowbit, i]
-    paths: list[_Path] = [None] * (n + 1)
+    starts, values = [0], [0]
+    paths: list[_Path] = [None]
     for j, found in pairs:
         duration = calls[j].duration_ms
         tie = (m - j) * scale + n
         made = []
-        for e in found:
+        for e in found:                     # all read before any is written: one call each
             k = e.index
-            best, path, i = 0, None, k
-            while i:                        # the best over entries below k, before this call
-                if tree[i] > best:
-                    best, path = tree[i], paths[i]
-                i &= i - 1
-            key = best // width + scale
+            at = bisect_right(starts, k) - 1
+            key = values[at] // width + scale
             if e.limit is not None and duration is not None and duration <= e.limit:
                 key += 1
-            made.append((k, key * width + tie - k, (k, j, path)))
-        for k, value, path in made:
-            i = k + 1
-            while i <= n:
-                if value > tree[i]:
-                    tree[i], paths[i] = value, path
-                i += i & -i
-    best, path, i = 0, None, n
-    while i:
-        if tree[i] > best:
-            best, path = tree[i], paths[i]
-        i &= i - 1
+            made.append((k + 1, key * width + tie - k, (k, j, paths[at])))
+        for first, value, step in made:
+            at = bisect_right(starts, first) - 1
+            if values[at] >= value:
+                continue
+            if starts[at] != first:
+                at += 1
+            end = bisect_left(values, value, at)
+            starts[at:end] = (first,)
+            values[at:end] = (value,)
+            paths[at:end] = (step,)
     matched: dict[int, ToolCall] = {}
+    path = paths[-1]
     while path is not None:
         entry_index, call_index, path = path
         matched[entry_index] = calls[call_index]
@@ -591,7 +592,8 @@ def _earlier(a: _Option, b: _Option) -> bool:
 
 def _merge(a: _State, b: _State) -> _State:
     """The combination of two prefix states: the most hits, then the Pareto front of their
-    options; of two options with equal aspects, the one whose last pair comes first."""
+    options; of two options with equal aspects, the one whose last pair comes first. ``a``
+    itself when nothing of ``b`` enters it."""
     if a is b:
         return a
     if a[0] != b[0]:
@@ -611,37 +613,53 @@ def _merge(a: _State, b: _State) -> _State:
         other = points.get(point)
         if other is None or _earlier(option, other):
             points[point] = option
-    return a[0], _front(list(points.values()))
+    front = _front(list(points.values()))
+    if len(front) == len(fa) and all(x is y for x, y in zip(front, fa)):
+        return a
+    return a[0], front
 
 
 def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
                    pairs: _Pairs) -> dict[int, ToolCall]:
-    """``_in_order_fronts``'s matching from the matching pairs only, states merged in a
-    Fenwick tree (``_merge`` is order-free, so any grouping of pairs gives the same state)."""
+    """``_in_order_fronts``'s matching from the matching pairs only.
+
+    The column is kept as its steps, as in ``_sparse_settled``; a prefix state is the merge
+    (``_merge``, order-free) of the pairs inside it. A new pair's state merges into the steps
+    from k + 1 on and stops at the first one it leaves unchanged: every later step holds the
+    options that absorbed it there, or better ones.
+    """
     n = len(entries)
-    start: _State = (0, ((0, 0, None),))
-    tree: list[_State | None] = [None] * (n + 1)
-
-    def prefix(k: int) -> _State:
-        state, i = start, k
-        while i:
-            node = tree[i]
-            if node is not None:
-                state = _merge(state, node)
-            i &= i - 1
-        return state
-
+    starts = [0]
+    states: list[_State] = [(0, ((0, 0, None),))]
     for j, found in pairs:
         call = calls[j]
-        made = [(e.index, _extend(prefix(e.index), e.index, j, *e.latency(call)))
+        made = [(e.index + 1, _extend(states[bisect_right(starts, e.index) - 1], e.index, j,
+                                      *e.latency(call)))
                 for e in found]
-        for k, state in made:
-            i = k + 1
-            while i <= n:
-                node = tree[i]
-                tree[i] = state if node is None else _merge(node, state)
-                i += i & -i
-    hits, front = prefix(n)
+        for first, state in made:
+            at = bisect_right(starts, first) - 1
+            merged = _merge(states[at], state)
+            if merged is states[at]:
+                continue
+            if starts[at] != first:         # split the step at first
+                at += 1
+                starts.insert(at, first)
+                states.insert(at, merged)
+            else:
+                states[at] = merged
+            end = at + 1
+            while end < len(states):
+                now = states[end]
+                merged = _merge(now, state)
+                if merged is now:
+                    break
+                states[end] = merged
+                end += 1
+            keep = [t for t in range(at, end) if t == 0 or states[t] is not states[t - 1]]
+            if len(keep) < end - at:
+                starts[at:end] = [starts[t] for t in keep]
+                states[at:end] = [states[t] for t in keep]
+    hits, front = states[-1]
     aspects = n + sum(1 for e in entries if e.limit is not None)
     chosen = front[0]
     for option in front[1:]:
