@@ -468,6 +468,7 @@ _SCALAR = (str, int, float, bool, type(None))
 _ABSENT = object()
 _INDEX = attrgetter("index")
 _Pairs = list[tuple[int, list[_Entry]]]
+_Group = tuple[dict[str, Any] | None, list[_Entry]]     # entries with equal args
 
 
 def _pair_budget(entries: int, calls: int) -> int:
@@ -490,51 +491,72 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
     hash agree with it or are looser, as in ``True == 1``, and every candidate is confirmed),
     so entries are filed under the key of theirs that the fewest entries of their tool share.
     The others (no args, or only nested values) are candidates for every call of their tool.
+    Entries with equal args form one group, confirmed once per call.
     """
-    index: dict[str, dict[str, dict[Any, list[_Entry]]]] = {}
-    loose: dict[str, list[_Entry]] = {}
+    index: dict[str, dict[str, dict[Any, list[_Group]]]] = {}
+    loose: dict[str, list[_Group]] = {}
     for tool, group in by_tool.items():
         shared = Counter((key, value) for e in group if e.args
                          for key, value in e.args.items() if isinstance(value, _SCALAR))
+        groups: dict[Any, _Group] = {}
         for e in group:
+            same = _flat_key(e.args)
+            if same is not None and same in groups:
+                groups[same][1].append(e)
+                continue
+            made: _Group = (e.args, [e])
+            groups[same if same is not None else ("entry", e.index)] = made
             scalars = [(key, value) for key, value in e.args.items()
                        if isinstance(value, _SCALAR)] if e.args else []
             if not scalars:
-                loose.setdefault(tool, []).append(e)
+                loose.setdefault(tool, []).append(made)
                 continue
             key, value = min(scalars, key=shared.__getitem__)
-            index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(e)
+            index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
+    counts = Counter(call.name for call in calls)
+    if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
+           for tool, groups_of in loose.items()) > budget:
+        return None
     pairs: _Pairs = []
     examined = 0
     for j, call in enumerate(calls):
         tool = call.name
-        found: list[_Entry] = []
-        sources = 0
+        candidates: list[_Group] = []
         keyed = index.get(tool)
-        if keyed is not None:
-            actual = call.arguments
-            if actual.__class__ is dict or isinstance(actual, Mapping):
-                for key, buckets in keyed.items():
-                    value = actual.get(key, _ABSENT)
-                    if value is _ABSENT or not isinstance(value, _SCALAR):
-                        continue
-                    bucket = buckets.get(value)
-                    if bucket is not None:
-                        examined += len(bucket)
-                        found.extend(e for e in bucket if e.args_hold(call))
-                        sources += 1
-        free = loose.get(tool)
-        if free is not None:
-            examined += len(free)
-            found.extend(e for e in free if e.args_hold(call))
-            sources += 1
+        actual = call.arguments
+        if actual is None:
+            actual = {}     # a span that recorded no arguments: a call with none
+        if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
+            for key, buckets in keyed.items():
+                value = actual.get(key, _ABSENT)
+                if value is not _ABSENT and isinstance(value, _SCALAR):
+                    candidates += buckets.get(value, ())
+        candidates += loose.get(tool, ())
+        found: list[_Entry] = []
+        for args, entries in candidates:
+            examined += len(entries)
+            if args is None or args_match(args, actual):
+                found += entries
         if examined > budget:
             return None
         if found:
-            if sources > 1:
+            if len(candidates) > 1:
                 found.sort(key=_INDEX)
             pairs.append((j, found))
     return pairs
+
+
+def _flat_key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """Equal for args that match the same calls: flat scalars, compared with their types
+    (``True == 1`` to Python, not to ``args_match``); None for nested ones."""
+    if args is None:
+        return (None,)          # not (): {} does not match a call whose arguments are text
+    key: list[Any] = []
+    for name, value in args.items():
+        if not isinstance(value, _SCALAR):
+            return None
+        key += (name, value.__class__, value)
+    return tuple(key)
 
 
 def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
