@@ -496,22 +496,23 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
     index: dict[str, dict[str, dict[Any, list[_Group]]]] = {}
     loose: dict[str, list[_Group]] = {}
     for tool, group in by_tool.items():
-        shared = Counter((key, value) for e in group if e.args
-                         for key, value in e.args.items() if isinstance(value, _SCALAR))
         groups: dict[Any, _Group] = {}
         for e in group:
             same = _flat_key(e.args)
-            if same is not None and same in groups:
-                groups[same][1].append(e)
-                continue
-            made: _Group = (e.args, [e])
-            groups[same if same is not None else ("entry", e.index)] = made
-            scalars = [(key, value) for key, value in e.args.items()
-                       if isinstance(value, _SCALAR)] if e.args else []
-            if not scalars:
+            made = groups.get(("entry", e.index) if same is None else same)
+            if made is None:
+                groups[("entry", e.index) if same is None else same] = (e.args, [e])
+            else:
+                made[1].append(e)
+        scalars = {id(made): [item for item in made[0].items() if isinstance(item[1], _SCALAR)]
+                   for made in groups.values() if made[0]}
+        shared = Counter(item for items in scalars.values() for item in items)
+        for made in groups.values():
+            items = scalars.get(id(made))
+            if not items:
                 loose.setdefault(tool, []).append(made)
                 continue
-            key, value = min(scalars, key=shared.__getitem__)
+            key, value = min(items, key=shared.__getitem__)
             index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
     counts = Counter(call.name for call in calls)
     if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
@@ -654,10 +655,22 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     starts = [0]
     states: list[_State] = [(0, ((0, 0, None),))]
     for j, found in pairs:
-        call = calls[j]
-        made = [(e.index + 1, _extend(states[bisect_right(starts, e.index) - 1], e.index, j,
-                                      *e.latency(call)))
-                for e in found]
+        duration = calls[j].duration_ms
+        made: list[tuple[int, _State]] = []
+        for e in found:
+            k = e.index
+            hits, front = states[bisect_right(starts, k) - 1]
+            if e.limit is None:
+                neutral = hit = 0
+            elif duration is None:
+                neutral, hit = 1, 0
+            else:
+                neutral, hit = 0, int(duration <= e.limit)
+            if len(front) == 1:
+                n0, h0, rest = front[0]
+                made.append((k + 1, (hits + 1, ((n0 + neutral, h0 + hit, (k, j, rest)),))))
+            else:
+                made.append((k + 1, _extend((hits, front), k, j, neutral, hit)))
         for first, state in made:
             at = bisect_right(starts, first) - 1
             merged = _merge(states[at], state)
