@@ -682,18 +682,21 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
                 states.insert(at, merged)
             else:
                 states[at] = merged
+            end, hits = at + 1, state[0]
+            while end < len(states) and states[end][0] < hits:
+                end += 1                    # fewer hits: the new state replaces them whole
+            del starts[at + 1:end], states[at + 1:end]
             end = at + 1
-            while end < len(states):
+            while end < len(states):        # as many hits: merged, until one absorbs it
                 now = states[end]
                 merged = _merge(now, state)
                 if merged is now:
                     break
-                states[end] = merged
-                end += 1
-            keep = [t for t in range(at, end) if t == 0 or states[t] is not states[t - 1]]
-            if len(keep) < end - at:
-                starts[at:end] = [starts[t] for t in keep]
-                states[at:end] = [states[t] for t in keep]
+                if merged is state and states[end - 1] is state:
+                    del starts[end], states[end]
+                else:
+                    states[end] = merged
+                    end += 1
     hits, front = states[-1]
     aspects = n + sum(1 for e in entries if e.limit is not None)
     chosen = front[0]
