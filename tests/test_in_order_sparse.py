@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 from otel_tooleval.graders import tool_trajectory as tt
 from otel_tooleval.graders.tool_trajectory import _Entry
 from otel_tooleval.model import ToolCall
+from tests.support.runs import call as scripted
+from tests.support.runs import grade, run_of
 from tests.test_in_order_bits import _fronts, _oracle, _settled
 
 TOOLS = "ab"
@@ -160,3 +162,23 @@ def test_a_long_coding_run_with_repeated_calls_matches_the_oracle() -> None:
         new = _chosen(tt._in_order(entries, calls, by_tool))
         assert new == _chosen(_oracle(entries, calls, by_tool))
         assert len(new) > 250
+
+
+def test_grading_through_spans_reports_the_oracle_matching_and_latency() -> None:
+    rng = random.Random(7)
+    expected = [{"tool": "read_file", "args": {"path": f"f{i % 4}"}, "max_duration_ms": 50}
+                if i % 3 else {"tool": "bash", "args": {"command": "ls"}, "max_duration_ms": 20}
+                for i in range(24)]
+    script = [scripted("read_file" if j % 3 else "bash",
+                       {"path": f"f{rng.randrange(4)}"} if j % 3 else {"command": "ls"},
+                       pending=j % 11 == 5, duration_ms=rng.choice([10, 30, 60]))
+              for j in range(40)]
+    config = {"graders": [{"type": "tool_trajectory", "mode": "in_order", "expected": expected}]}
+    r = grade(config, script)
+    entries = [_Entry(i, e["tool"], e["args"], e["max_duration_ms"])
+               for i, e in enumerate(expected)]
+    calls = run_of(script).calls
+    old = _chosen(_oracle(entries, calls, tt._by_tool(entries)))
+    assert [e["call"] for e in r.details["entries"]] == [old.get(i) for i in range(24)]
+    assert r.details["hits"] == len(old) > 12
+    assert r.details["latency"]["neutral"] > 0      # a pending call was matched: the fronts
