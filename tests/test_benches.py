@@ -212,6 +212,19 @@ def test_bench_in_order(capfd: pytest.CaptureFixture[str],
     _no_missing(table)
 
 
+def test_bench_in_order_with_latency_limits(capfd: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("in-order")
+    fig, out, _ = _run(bench, ["--limits", "--sizes", "60", "--before-max", "60",
+                               "--repeat", "1"], capfd, monkeypatch)
+    rows = fig["rows"]
+    assert [r["variant"] for r in rows] == ["coding", "coding+pending", "names+limits"]
+    for r in rows:
+        assert 0 < r["hits"] <= r["n"] and r["same"] is True
+        assert math.isfinite(r["after_cpu_ms"]) and math.isfinite(r["growth"])
+    assert "us CPU per call" in out
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 MEMORY_TINY = ["--max-open-runs", "100", "--run-calls", "7", "--spans", "400", "--every", "100",

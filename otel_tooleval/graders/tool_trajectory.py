@@ -11,7 +11,8 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
@@ -269,11 +270,20 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     Without latency limits every largest matching scores the same (hits / entries), so only
     the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
     ``_in_order_settled`` would. With limits the choice weighs latency hits and neutral aspects
-    too, which a length-only recurrence cannot see: those configs keep the column DPs below.
+    too, which a length-only recurrence cannot see: those go through the sparse DPs over the
+    matching (entry, call) pairs (``_sparse_settled``, ``_sparse_fronts``), the same matching
+    as the column DPs below, which remain for runs where the pairs would be too many (entries
+    without args, or whose args have no scalar value to index, against many calls of their tool).
     """
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
-    if not any(map(_PENDING, calls)):
+    pending = any(map(_PENDING, calls))
+    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)))
+    if pairs is not None:
+        if pending:
+            return _sparse_fronts(entries, calls, pairs)
+        return _sparse_settled(entries, calls, pairs)
+    if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
 
@@ -435,6 +445,266 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
             column = new
     matched: dict[int, ToolCall] = {}
     path = column[-1][1]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+# -- in_order with latency limits, sparse ----------------------------------------------------------
+#
+# The column DPs above keep, for every prefix of the entries, the first best state in the order
+# (call, entry) of the pair that made it: a state changes only where a pair strictly improves
+# it, calls in order and a call's entries in ascending order. So the state of a prefix is the
+# first best over the pairs (entry k, call j) with k inside it, where a pair's value extends the
+# state of the prefix before k as it stood before call j. Only the matching pairs are visited:
+# candidate entries come from an index by tool and by one scalar argument of the entry (a
+# partial match needs that very value in the call), and the column is kept as its steps (it
+# only grows along the entries), read for all of a call's pairs before they are written.
+# O(r log E) in the number r of matching pairs (plus list moves in C) instead of O(E) per
+# matching call.
+
+_SCALAR = (str, int, float, bool, type(None))
+_ABSENT = object()
+_INDEX = attrgetter("index")
+_Pairs = list[tuple[int, list[_Entry]]]
+_Group = tuple[dict[str, Any] | None, list[_Entry]]     # entries with equal args
+
+
+def _pair_budget(entries: int, calls: int) -> int:
+    """Most candidate pairs for which the sparse DPs beat the column DPs.
+
+    A pair costs two bisections and a few list moves where the column DPs pay one short step
+    per entry of the call's tool and a column copy: past about E x calls / 8 pairs, the
+    candidates are nearly all the entries of the tool and the columns win.
+    """
+    return max(4 * (entries + calls), entries * calls // 8)
+
+
+def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
+                    budget: int) -> _Pairs | None:
+    """(call index, its matching entries in ascending order) for every call some entry
+    matches; None once the candidates examined exceed ``budget``.
+
+    An entry whose args hold a scalar at the top level can only match calls with that very
+    value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
+    hash agree with it or are looser, as in ``True == 1``, and every candidate is confirmed),
+    so entries are filed under the key of theirs that the fewest entries of their tool share.
+    The others (no args, or only nested values) are candidates for every call of their tool.
+    Entries with equal args form one group, confirmed once per call.
+    """
+    index: dict[str, dict[str, dict[Any, list[_Group]]]] = {}
+    loose: dict[str, list[_Group]] = {}
+    for tool, group in by_tool.items():
+        groups: dict[Any, _Group] = {}
+        for e in group:
+            same = _flat_key(e.args)
+            made = groups.get(("entry", e.index) if same is None else same)
+            if made is None:
+                groups[("entry", e.index) if same is None else same] = (e.args, [e])
+            else:
+                made[1].append(e)
+        scalars = {id(made): [item for item in made[0].items() if isinstance(item[1], _SCALAR)]
+                   for made in groups.values() if made[0]}
+        shared = Counter(item for items in scalars.values() for item in items)
+        for made in groups.values():
+            items = scalars.get(id(made))
+            if not items:
+                loose.setdefault(tool, []).append(made)
+                continue
+            key, value = min(items, key=shared.__getitem__)
+            index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
+    counts = Counter(call.name for call in calls)
+    if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
+           for tool, groups_of in loose.items()) > budget:
+        return None
+    pairs: _Pairs = []
+    examined = 0
+    for j, call in enumerate(calls):
+        tool = call.name
+        candidates: list[_Group] = []
+        keyed = index.get(tool)
+        actual = call.arguments
+        if actual is None:
+            actual = {}     # a span that recorded no arguments: a call with none
+        if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
+            for key, buckets in keyed.items():
+                value = actual.get(key, _ABSENT)
+                if value is not _ABSENT and isinstance(value, _SCALAR):
+                    candidates += buckets.get(value, ())
+        candidates += loose.get(tool, ())
+        found: list[_Entry] = []
+        for args, entries in candidates:
+            examined += len(entries)
+            if args is None or args_match(args, actual):
+                found += entries
+        if examined > budget:
+            return None
+        if found:
+            if len(candidates) > 1:
+                found.sort(key=_INDEX)
+            pairs.append((j, found))
+    return pairs
+
+
+def _flat_key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """Equal for args that match the same calls: flat scalars, compared with their types
+    (``True == 1`` to Python, not to ``args_match``); None for nested ones."""
+    if args is None:
+        return (None,)          # not (): {} does not match a call whose arguments are text
+    key: list[Any] = []
+    for name, value in args.items():
+        if not isinstance(value, _SCALAR):
+            return None
+        key += (name, value.__class__, value)
+    return tuple(key)
+
+
+def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                    pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_settled``'s matching from the matching pairs only.
+
+    A state is one int: its key (hits * (E + 1) + latency hits) times ``width``, plus a
+    tie-break that is larger for an earlier call, then a smaller entry (the pair that made it),
+    so the first best is simply the largest. The column, the best state of every prefix of
+    the entries, only grows along the entries: it is kept as its steps, ``starts`` (ascending
+    prefix lengths) with strictly ascending ``values``. A pair raising the prefixes from k + 1
+    on replaces the steps it exceeds, each removed once.
+    """
+    n, m = len(entries), len(calls)
+    scale = n + 1
+    width = (m + 1) * scale
+    starts, values = [0], [0]
+    paths: list[_Path] = [None]
+    for j, found in pairs:
+        duration = calls[j].duration_ms
+        tie = (m - j) * scale + n
+        made = []
+        for e in found:                     # all read before any is written: one call each
+            k = e.index
+            at = bisect_right(starts, k) - 1
+            key = values[at] // width + scale
+            if e.limit is not None and duration is not None and duration <= e.limit:
+                key += 1
+            made.append((k + 1, key * width + tie - k, (k, j, paths[at])))
+        for first, value, step in made:
+            at = bisect_right(starts, first) - 1
+            if values[at] >= value:
+                continue
+            if starts[at] != first:
+                at += 1
+            end = bisect_left(values, value, at)
+            starts[at:end] = (first,)
+            values[at:end] = (value,)
+            paths[at:end] = (step,)
+    matched: dict[int, ToolCall] = {}
+    path = paths[-1]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+def _earlier(a: _Option, b: _Option) -> bool:
+    """Whether ``a``'s last pair comes first in (call, entry) order."""
+    pa, pb = a[2], b[2]
+    if pa is None or pb is None:
+        return pb is not None or pa is None
+    return (pa[1], pa[0]) < (pb[1], pb[0])
+
+
+def _merge(a: _State, b: _State) -> _State:
+    """The combination of two prefix states: the most hits, then the Pareto front of their
+    options; of two options with equal aspects, the one whose last pair comes first. ``a``
+    itself when nothing of ``b`` enters it."""
+    if a is b:
+        return a
+    if a[0] != b[0]:
+        return a if a[0] > b[0] else b
+    fa, fb = a[1], b[1]
+    if len(fa) == 1 and len(fb) == 1:
+        (na, la, _), (nb, lb, _) = fa[0], fb[0]
+        if na == nb and la == lb:
+            return a if _earlier(fa[0], fb[0]) else b
+        if na >= nb and la >= lb:
+            return a
+        if nb >= na and lb >= la:
+            return b
+    points: dict[tuple[int, int], _Option] = {}
+    for option in fa + fb:
+        point = option[0], option[1]
+        other = points.get(point)
+        if other is None or _earlier(option, other):
+            points[point] = option
+    front = _front(list(points.values()))
+    if len(front) == len(fa) and all(x is y for x, y in zip(front, fa)):
+        return a
+    return a[0], front
+
+
+def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                   pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_fronts``'s matching from the matching pairs only.
+
+    The column is kept as its steps, as in ``_sparse_settled``; a prefix state is the merge
+    (``_merge``, order-free) of the pairs inside it. A new pair's state merges into the steps
+    from k + 1 on and stops at the first one it leaves unchanged: every later step holds the
+    options that absorbed it there, or better ones.
+    """
+    n = len(entries)
+    starts = [0]
+    states: list[_State] = [(0, ((0, 0, None),))]
+    for j, found in pairs:
+        duration = calls[j].duration_ms
+        made: list[tuple[int, _State]] = []
+        for e in found:
+            k = e.index
+            hits, front = states[bisect_right(starts, k) - 1]
+            if e.limit is None:
+                neutral = hit = 0
+            elif duration is None:
+                neutral, hit = 1, 0
+            else:
+                neutral, hit = 0, int(duration <= e.limit)
+            if len(front) == 1:
+                n0, h0, rest = front[0]
+                made.append((k + 1, (hits + 1, ((n0 + neutral, h0 + hit, (k, j, rest)),))))
+            else:
+                made.append((k + 1, _extend((hits, front), k, j, neutral, hit)))
+        for first, state in made:
+            at = bisect_right(starts, first) - 1
+            merged = _merge(states[at], state)
+            if merged is states[at]:
+                continue
+            if starts[at] != first:         # split the step at first
+                at += 1
+                starts.insert(at, first)
+                states.insert(at, merged)
+            else:
+                states[at] = merged
+            end, hits = at + 1, state[0]
+            while end < len(states) and states[end][0] < hits:
+                end += 1                    # fewer hits: the new state replaces them whole
+            del starts[at + 1:end], states[at + 1:end]
+            end = at + 1
+            while end < len(states):        # as many hits: merged, until one absorbs it
+                now = states[end]
+                merged = _merge(now, state)
+                if merged is now:
+                    break
+                if merged is state and states[end - 1] is state:
+                    del starts[end], states[end]
+                else:
+                    states[end] = merged
+                    end += 1
+    hits, front = states[-1]
+    aspects = n + sum(1 for e in entries if e.limit is not None)
+    chosen = front[0]
+    for option in front[1:]:
+        if (hits + option[1]) * (aspects - chosen[0]) > (hits + chosen[1]) * (aspects - option[0]):
+            chosen = option
+    matched: dict[int, ToolCall] = {}
+    path = chosen[2]
     while path is not None:
         entry_index, call_index, path = path
         matched[entry_index] = calls[call_index]
