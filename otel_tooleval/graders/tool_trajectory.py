@@ -13,7 +13,7 @@ import json
 import math
 from bisect import bisect_left
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Annotated, Any, Literal
 
@@ -30,7 +30,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
-from ..violations import violation
+from ..violations import violations
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
@@ -171,6 +171,13 @@ class _Entry:
     tool: str
     args: dict[str, Any] | None
     limit: float | None
+    #: ``args`` as ``json.dumps`` writes it by default, when a call recording exactly that text
+    #: is sure to match (``_args_text``): one string comparison instead of decoding the call's
+    #: arguments. None when no such shortcut exists.
+    text: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", _args_text(self.args))
 
     @property
     def what(self) -> str:
@@ -187,6 +194,9 @@ class _Entry:
         """The arguments part of ``matches``, for a call of this entry's tool."""
         if self.args is None:
             return True
+        raw = call.raw_arguments
+        if raw.__class__ is str and raw == self.text and call.envelope is None:
+            return True
         # A span that recorded no arguments stands for a call with no arguments.
         actual = call.arguments
         return args_match(self.args, {} if actual is None else actual)
@@ -199,6 +209,23 @@ class _Entry:
         if duration is None:
             return 1, 0
         return 0, int(duration <= self.limit)
+
+
+def _args_text(args: Mapping[str, Any] | None) -> str | None:
+    """The text whose decoding is sure to match ``args``: ``json.dumps(args)``.
+
+    Decoding it gives back ``args`` itself (JSON values only, string keys: the config's
+    validator saw to that), and ``args_match`` holds for equal values, unless the decoder
+    unwraps it as a framework envelope (an object with a ``kwargs`` or ``type`` key), which
+    then gets no shortcut. Agents written in Python record ``json.dumps`` text more often
+    than not, so a matching call is usually found without decoding its arguments.
+    """
+    if args is None or "kwargs" in args or "type" in args:
+        return None
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError):
+        return None
 
 
 # -- in_order: the largest ordered matching, best score among those -------------------------------
@@ -441,15 +468,16 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     return matched
 
 
-_TALLIES = {"hit": "hits", "miss": "misses", "neutral": "neutral"}
-
-
 class ToolTrajectoryGrader:
     """Grades a run against minimums (any_order) or an expected call list (in_order, exact).
 
     Violations: in ``exact`` mode the calls out of place (another tool, or other arguments,
     than the entry at their position) and the calls beyond the expected ones; in both sequence
     modes a matched call over its ``max_duration_ms``.
+
+    The result's ``details`` list every entry, so a grade builds one row per entry; everything
+    else is kept to what the run needs: explanations from counts and the first few items
+    (``_LISTED``), violation reasons formatted once per entry and kept.
     """
 
     type = TYPE
@@ -463,158 +491,197 @@ class ToolTrajectoryGrader:
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
         self.by_tool = _by_tool(self.entries)
+        self.exact = params.mode == "exact"
+        self.threshold = params.threshold
+        # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
+        self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
 
     def grade(self, run: AgentRun) -> GradeResult:
         if self.params.mode == "any_order":
-            score, summary, details = self._any_order(run.calls)
+            score, summary, details = self._any_order(run)
         else:
             score, summary, details = self._sequence(run.calls)
-        threshold = self.params.threshold
+        threshold = self.threshold
         passed = score >= threshold
         if threshold < 1.0:
             summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
-        return GradeResult(
-            name=self.name, type=TYPE, score=score, passed=passed,
-            label="pass" if passed else "fail", explanation=summary,
-            details={"mode": self.params.mode, "threshold": threshold, **details},
-        )
+        return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
+                           summary, details)
 
-    def _any_order(self, calls: Sequence[ToolCall]
-                   ) -> tuple[float, str, dict[str, Any]]:
+    def _any_order(self, run: AgentRun) -> tuple[float, str, dict[str, Any]]:
         minimums = self.params.minimums or {}
-        completed: dict[str, list[int]] = {tool: [] for tool in minimums}
-        pending: dict[str, int] = dict.fromkeys(minimums, 0)
-        for call in calls:
-            positions = completed.get(call.name)
-            if positions is None:
-                continue
-            if call.pending:
-                pending[call.name] += 1
+        groups = run.calls_by_name()
+        tools = []
+        short: list[str] = []
+        for tool, minimum in minimums.items():
+            group = groups.get(tool, ())
+            if any(map(_PENDING, group)):
+                positions = [c.index for c in group if not c.pending]
+                pending = len(group) - len(positions)
             else:
-                positions.append(call.index)
-        tools = [{"tool": tool, "minimum": minimum, "count": len(completed[tool]),
-                  "met": len(completed[tool]) >= minimum, "calls": completed[tool],
-                  "pending": pending[tool]} for tool, minimum in minimums.items()]
-        met = sum(1 for t in tools if t["met"])
-        short = [f"{t['tool']} ({t['count']} of {t['minimum']})" for t in tools if not t["met"]]
+                positions = list(map(_INDEX, group))
+                pending = 0
+            count = len(positions)
+            if count < minimum:
+                short.append(f"{tool} ({count} of {minimum})")
+            tools.append({"tool": tool, "minimum": minimum, "count": count,
+                          "met": count >= minimum, "calls": positions, "pending": pending})
+        total = len(tools)
+        met = total - len(short)
         if not short:
-            summary = f"All {len(tools)} tools met their minimum counts of completed calls."
+            summary = f"All {total} tools met their minimum counts of completed calls."
         else:
-            summary = (f"{len(short)} of {len(tools)} tools below their minimum count of "
+            summary = (f"{len(short)} of {total} tools below their minimum count of "
                        f"completed calls: {_listing(short)}.")
-        return met / len(tools), summary, {"tools": tools, "met": met, "total": len(tools)}
+        return met / total, summary, {"mode": "any_order", "threshold": self.threshold,
+                                      "tools": tools, "met": met, "total": total}
+
+    def _reason(self, e: _Entry) -> tuple[str, str, str]:
+        reasons = self._reasons[e.index]
+        if reasons is None:
+            tool = repr(e.tool)
+            slow = "" if e.limit is None else (f"over the {e.limit:g} ms limit of entry "
+                                              f"{e.index} ({tool})")
+            reasons = self._reasons[e.index] = (
+                f"another tool than entry {e.index} ({tool})",
+                f"arguments differ from entry {e.index} ({tool})", slow)
+        return reasons
 
     def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
-        exact = self.params.mode == "exact"
+        exact = self.exact
+        entries = self.entries
+        n_calls = len(calls)
         if exact:
-            matched = {e.index: calls[e.index] for e in self.entries
-                       if e.index < len(calls) and e.matches(calls[e.index])}
+            matched = {e.index: call for e, call in zip(entries, calls)
+                       if call.name == e.tool and (e.args is None or e.args_hold(call))}
         else:
-            matched = _in_order(self.entries, calls, self.by_tool)
+            matched = _in_order(entries, calls, self.by_tool)
+        get = matched.get
+        include_values = self.include_values
         rows = []
-        latency = {"assertions": 0, "hits": 0, "misses": 0, "neutral": 0}
-        slow: list[str] = []
-        for e in self.entries:
-            call = matched.get(e.index)
-            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
-                                   "args_checked": e.args is not None,
-                                   "call": None if call is None else call.index}
+        assertions = hits_l = misses = neutral = 0
+        offending: list[tuple[ToolCall, str]] = []
+        slow: list[str] = []                # the first _LISTED of them; slow_n in all
+        slow_n = 0
+        unmatched: list[str] = []           # in_order: labels; exact: "position ..." texts
+        unmatched_n = 0
+        for e in entries:
+            i = e.index
+            call = get(i)
             if exact:
-                actual = calls[e.index] if e.index < len(calls) else None
-                row["actual_tool"] = None if actual is None else actual.name
-            if e.limit is not None:
-                latency["assertions"] += 1
-                row["max_duration_ms"] = e.limit
-                duration = row["duration_ms"] = None if call is None else call.duration_ms
+                actual = calls[i] if i < n_calls else None
+                row: dict[str, Any] = {
+                    "index": i, "tool": e.tool, "args_checked": e.args is not None,
+                    "call": None if call is None else call.index,
+                    "actual_tool": None if actual is None else actual.name}
+            else:
+                actual = None
+                row = {"index": i, "tool": e.tool, "args_checked": e.args is not None,
+                       "call": None if call is None else call.index}
+            limit = e.limit
+            if limit is not None:
+                assertions += 1
+                row["max_duration_ms"] = limit
                 if call is None:
-                    verdict = "miss"
-                elif duration is None:
-                    verdict = "neutral"
-                elif duration <= e.limit:
-                    verdict = "hit"
+                    row["duration_ms"] = None
+                    row["latency"] = "miss"
+                    misses += 1
                 else:
-                    verdict = "miss"
-                    slow.append(f"{e.label} at call #{call.index}")
-                latency[_TALLIES[verdict]] += 1
-                row["latency"] = verdict
-            if self.include_values:
+                    duration = row["duration_ms"] = call.duration_ms
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        hits_l += 1
+                    else:
+                        row["latency"] = "miss"
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            slow.append(f"{e.label} at call #{call.index}")
+                        offending.append((call, self._reason(e)[2]))
+            if call is None:
+                if exact:
+                    if actual is not None:
+                        unmatched_n += 1
+                        if unmatched_n <= _LISTED:
+                            unmatched.append(f"position {i} expected {e.what}, "
+                                             f"got {_got(e, actual.name)}")
+                        offending.append((actual, self._reason(e)[actual.name == e.tool]))
+                else:
+                    unmatched_n += 1
+                    if unmatched_n <= _LISTED:
+                        unmatched.append(e.label)
+            if include_values:
                 row["expected_args"] = e.args
                 row["arguments"] = None if call is None else call.arguments
             rows.append(row)
         hits = len(matched)
-        extra = [c.index for c in calls[len(self.entries):]] if exact else []
-        sequence_aspects = max(len(self.entries), len(calls)) if exact else len(self.entries)
-        aspects = sequence_aspects + latency["assertions"] - latency["neutral"]
-        score = (hits + latency["hits"]) / aspects
+        total = len(entries)
+        latency = {"assertions": assertions, "hits": hits_l, "misses": misses,
+                   "neutral": neutral}
+        sequence_aspects = max(total, n_calls) if exact else total
+        aspects = sequence_aspects + assertions - neutral
+        score = (hits + hits_l) / aspects
         details: dict[str, Any] = {
-            "hits": hits, "expected": len(self.entries), "actual": len(calls),
+            "mode": self.params.mode, "threshold": self.threshold,
+            "hits": hits, "expected": total, "actual": n_calls,
             "aspects": aspects, "latency": latency, "entries": rows,
         }
-        if exact:
-            details["extra_calls"] = extra
-        offending = self._violations(calls, rows, exact)
-        if offending:
-            details["violations"] = offending
-        return score, self._explain(rows, hits, exact, extra, slow, latency), details
-
-    def _violations(self, calls: Sequence[ToolCall], rows: Sequence[Mapping[str, Any]],
-                    exact: bool) -> list[dict[str, Any]]:
-        out = []
-        for e, row in zip(self.entries, rows):
-            if row.get("latency") == "miss" and row["call"] is not None:
-                out.append(violation(calls[row["call"]],
-                                     f"over the {e.limit:g} ms limit of entry {e.index} "
-                                     f"({e.tool!r})"))
-            elif exact and row["call"] is None and row["actual_tool"] is not None:
-                what = ("arguments differ from" if row["actual_tool"] == e.tool
-                        else "another tool than")
-                out.append(violation(calls[e.index], f"{what} entry {e.index} ({e.tool!r})"))
-        if exact:
-            n = len(self.entries)
-            out.extend(violation(c, f"extra call beyond the {n} expected") for c in calls[n:])
-        return out
-
-    def _explain(self, rows: list[dict[str, Any]], hits: int, exact: bool, extra: list[int],
-                 slow: list[str], latency: Mapping[str, int]) -> str:
-        total = len(self.entries)
-        missed = [e for e, row in zip(self.entries, rows) if row["call"] is None]
         problems: list[str] = []
         if exact:
-            wrong = [f"position {e.index} expected {e.what}, got {_got(e, row['actual_tool'])}"
-                     for e, row in zip(self.entries, rows)
-                     if row["call"] is None and row["actual_tool"] is not None]
-            absent = [e.label for e, row in zip(self.entries, rows) if row["actual_tool"] is None]
-            if wrong:
-                problems.append(_listing(wrong))
-            if absent:
-                problems.append(f"missing {_listing(absent)}")
-            if extra:
-                problems.append(f"{len(extra)} extra call(s) at "
-                                f"{_listing([f'#{i}' for i in extra])}")
+            beyond = calls[total:]
+            details["extra_calls"] = list(map(_INDEX, beyond))
+            if beyond:
+                reason = f"extra call beyond the {total} expected"
+                offending.extend((c, reason) for c in beyond)
+            if unmatched_n:
+                problems.append(_bounded(unmatched, unmatched_n))
+            absent_n = total - n_calls
+            if absent_n > 0:
+                problems.append("missing " + _bounded(
+                    [e.label for e in entries[n_calls:n_calls + _LISTED]], absent_n))
+            if beyond:
+                problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
+                    [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
             head = f"{hits} of {total} expected calls in place"
         else:
-            if missed:
-                problems.append(f"no in-order match for {_listing([e.label for e in missed])}")
+            if unmatched_n:
+                problems.append(f"no in-order match for {_bounded(unmatched, unmatched_n)}")
             head = f"{hits} of {total} expected calls matched in order"
-        if slow:
-            problems.append(f"over the latency limit: {_listing(slow)}")
-        if latency["neutral"]:
-            problems.append(f"{latency['neutral']} latency check(s) left out: matched call "
-                            "still pending")
+        if offending:
+            details["violations"] = violations(offending)
+        if slow_n:
+            problems.append(f"over the latency limit: {_bounded(slow, slow_n)}")
+        if neutral:
+            problems.append(f"{neutral} latency check(s) left out: matched call still pending")
         if not problems:
-            tail = ", all latency limits met" if latency["assertions"] else ""
-            return f"All {total} expected calls {'in place' if exact else 'matched in order'}" \
-                   f"{tail}."
-        return f"{head}; " + "; ".join(problems) + "."
+            tail = ", all latency limits met" if assertions else ""
+            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
+                       f"{tail}.")
+        else:
+            summary = f"{head}; " + "; ".join(problems) + "."
+        return score, summary, details
+
+
+_INDEX = attrgetter("index")
+#: How many items an explanation names before "and N more".
+_LISTED = 3
 
 
 def _got(entry: _Entry, actual: str) -> str:
     return f"{actual} with other args" if actual == entry.tool else actual
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+def _listing(items: Sequence[str], limit: int = _LISTED) -> str:
+    return _bounded(items[:limit], len(items), limit)
+
+
+def _bounded(first: Sequence[str], total: int, limit: int = _LISTED) -> str:
+    """``first`` (the first ``limit`` of ``total`` items) and how many more there are."""
+    shown = ", ".join(first)
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolTrajectoryGrader:
