@@ -195,7 +195,8 @@ class _Entry:
         if self.args is None:
             return True
         raw = call.raw_arguments
-        if raw.__class__ is str and raw == self.text and call.envelope is None:
+        if raw.__class__ is str and raw == self.text and (
+                call.envelope is None or call.envelope.arguments_from is None):
             return True
         # A span that recorded no arguments stands for a call with no arguments.
         actual = call.arguments
@@ -493,6 +494,8 @@ class ToolTrajectoryGrader:
         self.by_tool = _by_tool(self.entries)
         self.exact = params.mode == "exact"
         self.threshold = params.threshold
+        self._templates = self._row_templates()
+        self._limited = [e.limit is not None for e in self.entries]
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
         self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
 
@@ -548,121 +551,204 @@ class ToolTrajectoryGrader:
         return reasons
 
     def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
-        exact = self.exact
-        entries = self.entries
-        n_calls = len(calls)
-        if exact:
-            matched = {e.index: call for e, call in zip(entries, calls)
-                       if call.name == e.tool and (e.args is None or e.args_hold(call))}
+        """Both sequence modes: the rows, the tallies and violations, then the explanation."""
+        tally = _Tally()
+        if self.exact:
+            rows = self._exact_rows(calls, tally)
         else:
-            matched = _in_order(entries, calls, self.by_tool)
-        get = matched.get
+            rows = self._in_order_rows(calls, tally)
+        entries = self.entries
+        total = len(entries)
+        n_calls = len(calls)
+        hits = tally.hits
+        exact = self.exact
+        sequence_aspects = max(total, n_calls) if exact else total
+        aspects = sequence_aspects + tally.assertions - tally.neutral
+        score = (hits + tally.latency_hits) / aspects
+        details: dict[str, Any] = {
+            "mode": self.params.mode, "threshold": self.threshold,
+            "hits": hits, "expected": total, "actual": n_calls, "aspects": aspects,
+            "latency": {"assertions": tally.assertions, "hits": tally.latency_hits,
+                        "misses": tally.misses, "neutral": tally.neutral},
+            "entries": rows,
+        }
+        offending = tally.violations
+        problems: list[str] = []
+        if exact:
+            beyond = calls[total:]
+            details["extra_calls"] = list(map(_INDEX, beyond))
+            if beyond:
+                offending.extend(violations(
+                    (c, f"extra call beyond the {total} expected") for c in beyond))
+            if tally.unmatched_n:
+                problems.append(_bounded(tally.unmatched, tally.unmatched_n))
+            if total > n_calls:
+                problems.append("missing " + _bounded(
+                    [e.label for e in entries[n_calls:n_calls + _LISTED]], total - n_calls))
+            if beyond:
+                problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
+                    [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
+            head = f"{hits} of {total} expected calls in place"
+        else:
+            if tally.unmatched_n:
+                problems.append("no in-order match for "
+                                + _bounded(tally.unmatched, tally.unmatched_n))
+            head = f"{hits} of {total} expected calls matched in order"
+        if offending:
+            details["violations"] = offending
+        if tally.slow_n:
+            problems.append(f"over the latency limit: {_bounded(tally.slow, tally.slow_n)}")
+        if tally.neutral:
+            problems.append(f"{tally.neutral} latency check(s) left out: matched call still "
+                            "pending")
+        if not problems:
+            tail = ", all latency limits met" if tally.assertions else ""
+            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
+                       f"{tail}.")
+        else:
+            summary = f"{head}; " + "; ".join(problems) + "."
+        return score, summary, details
+
+    def _exact_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``exact`` mode: each entry against the call at its position."""
         include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
         rows = []
-        assertions = hits_l = misses = neutral = 0
-        offending: list[tuple[ToolCall, str]] = []
-        slow: list[str] = []                # the first _LISTED of them; slow_n in all
-        slow_n = 0
-        unmatched: list[str] = []           # in_order: labels; exact: "position ..." texts
-        unmatched_n = 0
-        for e in entries:
-            i = e.index
-            call = get(i)
-            if exact:
-                actual = calls[i] if i < n_calls else None
-                row: dict[str, Any] = {
-                    "index": i, "tool": e.tool, "args_checked": e.args is not None,
-                    "call": None if call is None else call.index,
-                    "actual_tool": None if actual is None else actual.name}
-            else:
-                actual = None
-                row = {"index": i, "tool": e.tool, "args_checked": e.args is not None,
-                       "call": None if call is None else call.index}
-            limit = e.limit
+        hits = assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template, call in zip(self.entries, self._templates, calls):
+            i, tool, limit = e.index, e.tool, e.limit
+            name = call.name
+            matched = name == tool and (e.args is None or e.args_hold(call))
+            row = template.copy()
+            row["actual_tool"] = name
+            if matched:
+                hits += 1
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
             if limit is not None:
                 assertions += 1
-                row["max_duration_ms"] = limit
-                if call is None:
-                    row["duration_ms"] = None
-                    row["latency"] = "miss"
+                if not matched:
                     misses += 1
                 else:
+                    end = call.end_ns        # ToolCall.duration_ms, in line
+                    duration = row["duration_ms"] = None if call.pending or end is None else (
+                        (end - call.start_ns) / 1e6)
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        latency_hits += 1
+                    else:
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        # violations.violation, in line: one per slow or misplaced call.
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": name, "reason": why[2]})
+            if not matched:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(f"position {i} expected {e.what}, "
+                                           f"got {_got(e, name)}")
+                why = reasons[i] or self._reason(e)
+                out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                            if call.span_id else None, "tool": name,
+                            "reason": why[name == tool]})
+            rows.append(row)
+        beyond = self._templates[len(calls):]   # entries without a call at their position
+        if beyond:
+            rows.extend(template.copy() for template in beyond)
+            limited = self._limited[len(calls):]
+            assertions += sum(limited)
+            misses += sum(limited)
+        tally.add(hits, assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _in_order_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``in_order`` mode, from the best largest in-order matching."""
+        matched = _in_order(self.entries, calls, self.by_tool)
+        get = matched.get
+        include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
+        rows = []
+        assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template in zip(self.entries, self._templates):
+            i, limit = e.index, e.limit
+            call = get(i)
+            row = template.copy()
+            if call is None:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(e.label)
+                if limit is not None:
+                    assertions += 1
+                    misses += 1
+            else:
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+                if limit is not None:
+                    assertions += 1
                     duration = row["duration_ms"] = call.duration_ms
                     if duration is None:
                         row["latency"] = "neutral"
                         neutral += 1
                     elif duration <= limit:
                         row["latency"] = "hit"
-                        hits_l += 1
+                        latency_hits += 1
                     else:
-                        row["latency"] = "miss"
                         misses += 1
                         slow_n += 1
                         if slow_n <= _LISTED:
-                            slow.append(f"{e.label} at call #{call.index}")
-                        offending.append((call, self._reason(e)[2]))
-            if call is None:
-                if exact:
-                    if actual is not None:
-                        unmatched_n += 1
-                        if unmatched_n <= _LISTED:
-                            unmatched.append(f"position {i} expected {e.what}, "
-                                             f"got {_got(e, actual.name)}")
-                        offending.append((actual, self._reason(e)[actual.name == e.tool]))
-                else:
-                    unmatched_n += 1
-                    if unmatched_n <= _LISTED:
-                        unmatched.append(e.label)
-            if include_values:
-                row["expected_args"] = e.args
-                row["arguments"] = None if call is None else call.arguments
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": call.name,
+                                    "reason": why[2]})
             rows.append(row)
-        hits = len(matched)
-        total = len(entries)
-        latency = {"assertions": assertions, "hits": hits_l, "misses": misses,
-                   "neutral": neutral}
-        sequence_aspects = max(total, n_calls) if exact else total
-        aspects = sequence_aspects + assertions - neutral
-        score = (hits + hits_l) / aspects
-        details: dict[str, Any] = {
-            "mode": self.params.mode, "threshold": self.threshold,
-            "hits": hits, "expected": total, "actual": n_calls,
-            "aspects": aspects, "latency": latency, "entries": rows,
-        }
-        problems: list[str] = []
-        if exact:
-            beyond = calls[total:]
-            details["extra_calls"] = list(map(_INDEX, beyond))
-            if beyond:
-                reason = f"extra call beyond the {total} expected"
-                offending.extend((c, reason) for c in beyond)
-            if unmatched_n:
-                problems.append(_bounded(unmatched, unmatched_n))
-            absent_n = total - n_calls
-            if absent_n > 0:
-                problems.append("missing " + _bounded(
-                    [e.label for e in entries[n_calls:n_calls + _LISTED]], absent_n))
-            if beyond:
-                problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
-                    [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
-            head = f"{hits} of {total} expected calls in place"
-        else:
-            if unmatched_n:
-                problems.append(f"no in-order match for {_bounded(unmatched, unmatched_n)}")
-            head = f"{hits} of {total} expected calls matched in order"
-        if offending:
-            details["violations"] = violations(offending)
-        if slow_n:
-            problems.append(f"over the latency limit: {_bounded(slow, slow_n)}")
-        if neutral:
-            problems.append(f"{neutral} latency check(s) left out: matched call still pending")
-        if not problems:
-            tail = ", all latency limits met" if assertions else ""
-            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
-                       f"{tail}.")
-        else:
-            summary = f"{head}; " + "; ".join(problems) + "."
-        return score, summary, details
+        tally.add(len(matched), assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _row_templates(self) -> tuple[dict[str, Any], ...]:
+        """Each entry's row as it reads without a matching call, in the order of its keys:
+        a grade copies it and sets what the run changes (a dict copy costs a third of
+        building the row anew)."""
+        templates = []
+        for e in self.entries:
+            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
+                                   "args_checked": e.args is not None, "call": None}
+            if self.exact:
+                row["actual_tool"] = None
+            if e.limit is not None:
+                row.update(max_duration_ms=e.limit, duration_ms=None, latency="miss")
+            if self.include_values:
+                row.update(expected_args=e.args, arguments=None)
+            templates.append(row)
+        return tuple(templates)
+
+
+class _Tally:
+    """What a sequence mode's rows add up to, for the details and the explanation."""
+
+    __slots__ = ("assertions", "hits", "latency_hits", "misses", "neutral", "slow", "slow_n",
+                 "unmatched", "unmatched_n", "violations")
+
+    def __init__(self) -> None:
+        self.slow: list[str] = []            # the first _LISTED of slow_n
+        self.unmatched: list[str] = []       # the first _LISTED of unmatched_n
+        self.violations: list[dict[str, Any]] = []
+
+    def add(self, hits: int, assertions: int, latency_hits: int, misses: int, neutral: int,
+            slow_n: int, unmatched_n: int) -> None:
+        self.hits, self.assertions, self.latency_hits = hits, assertions, latency_hits
+        self.misses, self.neutral = misses, neutral
+        self.slow_n, self.unmatched_n = slow_n, unmatched_n
 
 
 _INDEX = attrgetter("index")
