@@ -513,22 +513,25 @@ class ToolTrajectoryGrader:
 
     def _any_order(self, run: AgentRun) -> tuple[float, str, dict[str, Any]]:
         minimums = self.params.minimums or {}
-        groups = run.calls_by_name()
+        completed: dict[str, list[int]] = {tool: [] for tool in minimums}
+        pending: dict[str, int] = dict.fromkeys(minimums, 0)
+        for call in run.calls:
+            positions = completed.get(call.name)
+            if positions is None:
+                continue
+            if call.pending:
+                pending[call.name] += 1
+            else:
+                positions.append(call.index)
         tools = []
         short: list[str] = []
         for tool, minimum in minimums.items():
-            group = groups.get(tool, ())
-            if any(map(_PENDING, group)):
-                positions = [c.index for c in group if not c.pending]
-                pending = len(group) - len(positions)
-            else:
-                positions = list(map(_INDEX, group))
-                pending = 0
+            positions = completed[tool]
             count = len(positions)
             if count < minimum:
                 short.append(f"{tool} ({count} of {minimum})")
             tools.append({"tool": tool, "minimum": minimum, "count": count,
-                          "met": count >= minimum, "calls": positions, "pending": pending})
+                          "met": count >= minimum, "calls": positions, "pending": pending[tool]})
         total = len(tools)
         met = total - len(short)
         if not short:
