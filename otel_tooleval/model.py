@@ -228,6 +228,19 @@ class AgentRun:
             self._derived["by_name"] = groups
         return groups
 
+    def first_call(self, name: str, *, last: bool = False) -> ToolCall | None:
+        """The first (``last``: the last) call of the tool ``name``, or None: from the
+        grouped calls when a grader already asked for them, else by a scan that stops there
+        (a grader reading one call need not group the run)."""
+        groups = self._derived.get("by_name")
+        if groups is not None:
+            group = groups.get(name)
+            return None if not group else group[-1 if last else 0]
+        for call in reversed(self.calls) if last else self.calls:
+            if call.name == name:
+                return call
+        return None
+
     def argument_classes(self) -> Mapping[str, Mapping[Any, Sequence[int]]]:
         """The call indexes grouped by tool name, then into classes of calls with equal
         arguments and server, in call order; computed once, shared by graders.

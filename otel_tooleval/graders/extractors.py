@@ -157,16 +157,17 @@ class ToolArguments(_ToolSelection):
     writes_json = True
 
     def extract(self, run: AgentRun) -> Extraction:
+        if self.occurrence != "all":
+            call = run.first_call(self.tool_name, last=self.occurrence == "last")
+            if call is None:
+                return self._never_called("arguments")
+            return Extraction(text_of(_arguments(call)), self._source("arguments", (call,)),
+                              (call.index,))
         calls = run.calls_by_name().get(self.tool_name)    # shared: read, never changed
         if not calls:
             return self._never_called("arguments")
-        picked = self._pick(calls)
-        if self.occurrence == "all":
-            text = text_of([_arguments(c) for c in picked])   # a JSON array, compact
-        else:
-            text = text_of(_arguments(picked[0]))
-        return Extraction(text, self._source("arguments", picked),
-                          tuple(map(_INDEX, picked)))
+        text = text_of([_arguments(c) for c in calls])      # a JSON array, compact
+        return Extraction(text, self._source("arguments", calls), tuple(map(_INDEX, calls)))
 
 
 class ToolOutput(_ToolSelection):
