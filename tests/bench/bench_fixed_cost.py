@@ -12,12 +12,16 @@ the entries perturbed (another argument value or another tool) and a few calls r
 inserted, so the expected list is as long as the run. Each family is timed on fresh runs built
 from the same span records (argument decoding is paid, as it is live): a batch of runs graded one
 after the other, the time divided by the batch, the median of ``--repeat`` batches, in µs per
-grading call. ``main(argv)`` returns the figures as a dict.
+grading call. The clock is the process's CPU time (``--clock wall`` for wall time): on a shared
+machine other processes' load moves wall time far more. A full garbage collection runs before
+each batch, so that the runs just built are not traced inside the timed grades.
+``main(argv)`` returns the figures as a dict.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -133,6 +137,9 @@ def per_call_us(grader: Any, recs: list[SpanRecord], batch: int, repeat: int,
     for _ in range(repeat):
         runs: list[AgentRun] = [build_run(recs[0], recs[1:], policy) for _ in range(batch)]
         grade = grader.grade
+        # The runs just built would otherwise be traced by the next full collection, which
+        # the grades below would trigger and pay for (tens of ms at 10,000 calls).
+        gc.collect()
         t0 = clock()
         for run in runs:
             grade(run)
