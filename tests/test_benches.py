@@ -409,12 +409,27 @@ def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[
     assert "TARGETS" in out
 
 
+def test_bench_fixed_cost(capfd: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("fixed-cost", "bench_fixed_cost")
+    fig, out, _ = _run(bench, ["--sizes", "3,20", "--repeat", "1"], capfd, monkeypatch)
+    assert fig["sizes"] == [3, 20]
+    table = fig["us_per_call"]
+    assert {"tool_trajectory any_order", "tool_trajectory exact", "tool_trajectory in_order",
+            "tool exact_match (letta)", "tool-call-args", "tool-call-output"} <= set(table)
+    assert all(len(v) == 2 and all(x > 0 for x in v) for v in table.values())
+    assert "tool_trajectory exact" in out
+    fig, _, _ = _run(bench, ["--sizes", "5", "--repeat", "1", "--families", "tool-call-c",
+                             "--clock", "wall"], capfd, monkeypatch)
+    assert set(fig["us_per_call"]) == {"tool-call-count"}
+
+
 # -- every script is covered --------------------------------------------------------------------
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
-                   "bench_peers", "peer_trajectories"}
+                   "bench_peers", "peer_trajectories", "bench_fixed_cost"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:

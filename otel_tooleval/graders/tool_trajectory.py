@@ -14,7 +14,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Annotated, Any, Literal
 
@@ -31,7 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
-from ..violations import violation
+from ..violations import violations
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
@@ -172,6 +172,13 @@ class _Entry:
     tool: str
     args: dict[str, Any] | None
     limit: float | None
+    #: ``args`` as ``json.dumps`` writes it by default, when a call recording exactly that text
+    #: is sure to match (``_args_text``): one string comparison instead of decoding the call's
+    #: arguments. None when no such shortcut exists.
+    text: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", _args_text(self.args))
 
     @property
     def what(self) -> str:
@@ -188,6 +195,10 @@ class _Entry:
         """The arguments part of ``matches``, for a call of this entry's tool."""
         if self.args is None:
             return True
+        raw = call.raw_arguments
+        if raw.__class__ is str and raw == self.text and (
+                call.envelope is None or call.envelope.arguments_from is None):
+            return True
         # A span that recorded no arguments stands for a call with no arguments.
         actual = call.arguments
         return args_match(self.args, {} if actual is None else actual)
@@ -200,6 +211,23 @@ class _Entry:
         if duration is None:
             return 1, 0
         return 0, int(duration <= self.limit)
+
+
+def _args_text(args: Mapping[str, Any] | None) -> str | None:
+    """The text whose decoding is sure to match ``args``: ``json.dumps(args)``.
+
+    Decoding it gives back ``args`` itself (JSON values only, string keys: the config's
+    validator saw to that), and ``args_match`` holds for equal values, unless the decoder
+    unwraps it as a framework envelope (an object with a ``kwargs`` or ``type`` key), which
+    then gets no shortcut. Agents written in Python record ``json.dumps`` text more often
+    than not, so a matching call is usually found without decoding its arguments.
+    """
+    if args is None or "kwargs" in args or "type" in args:
+        return None
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError):
+        return None
 
 
 # -- in_order: the largest ordered matching, best score among those -------------------------------
@@ -711,15 +739,16 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     return matched
 
 
-_TALLIES = {"hit": "hits", "miss": "misses", "neutral": "neutral"}
-
-
 class ToolTrajectoryGrader:
     """Grades a run against minimums (any_order) or an expected call list (in_order, exact).
 
     Violations: in ``exact`` mode the calls out of place (another tool, or other arguments,
     than the entry at their position) and the calls beyond the expected ones; in both sequence
     modes a matched call over its ``max_duration_ms``.
+
+    The result's ``details`` list every entry, so a grade builds one row per entry; everything
+    else is kept to what the run needs: explanations from counts and the first few items
+    (``_LISTED``), violation reasons formatted once per entry and kept.
     """
 
     type = TYPE
@@ -733,28 +762,30 @@ class ToolTrajectoryGrader:
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
         self.by_tool = _by_tool(self.entries)
+        self.exact = params.mode == "exact"
+        self.threshold = params.threshold
+        self._templates = self._row_templates()
+        self._limited = [e.limit is not None for e in self.entries]
+        # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
+        self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
 
     def grade(self, run: AgentRun) -> GradeResult:
         if self.params.mode == "any_order":
-            score, summary, details = self._any_order(run.calls)
+            score, summary, details = self._any_order(run)
         else:
             score, summary, details = self._sequence(run.calls)
-        threshold = self.params.threshold
+        threshold = self.threshold
         passed = score >= threshold
         if threshold < 1.0:
             summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
-        return GradeResult(
-            name=self.name, type=TYPE, score=score, passed=passed,
-            label="pass" if passed else "fail", explanation=summary,
-            details={"mode": self.params.mode, "threshold": threshold, **details},
-        )
+        return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
+                           summary, details)
 
-    def _any_order(self, calls: Sequence[ToolCall]
-                   ) -> tuple[float, str, dict[str, Any]]:
+    def _any_order(self, run: AgentRun) -> tuple[float, str, dict[str, Any]]:
         minimums = self.params.minimums or {}
         completed: dict[str, list[int]] = {tool: [] for tool in minimums}
         pending: dict[str, int] = dict.fromkeys(minimums, 0)
-        for call in calls:
+        for call in run.calls:
             positions = completed.get(call.name)
             if positions is None:
                 continue
@@ -762,129 +793,254 @@ class ToolTrajectoryGrader:
                 pending[call.name] += 1
             else:
                 positions.append(call.index)
-        tools = [{"tool": tool, "minimum": minimum, "count": len(completed[tool]),
-                  "met": len(completed[tool]) >= minimum, "calls": completed[tool],
-                  "pending": pending[tool]} for tool, minimum in minimums.items()]
-        met = sum(1 for t in tools if t["met"])
-        short = [f"{t['tool']} ({t['count']} of {t['minimum']})" for t in tools if not t["met"]]
+        tools = []
+        short: list[str] = []
+        for tool, minimum in minimums.items():
+            positions = completed[tool]
+            count = len(positions)
+            if count < minimum:
+                short.append(f"{tool} ({count} of {minimum})")
+            tools.append({"tool": tool, "minimum": minimum, "count": count,
+                          "met": count >= minimum, "calls": positions, "pending": pending[tool]})
+        total = len(tools)
+        met = total - len(short)
         if not short:
-            summary = f"All {len(tools)} tools met their minimum counts of completed calls."
+            summary = f"All {total} tools met their minimum counts of completed calls."
         else:
-            summary = (f"{len(short)} of {len(tools)} tools below their minimum count of "
+            summary = (f"{len(short)} of {total} tools below their minimum count of "
                        f"completed calls: {_listing(short)}.")
-        return met / len(tools), summary, {"tools": tools, "met": met, "total": len(tools)}
+        return met / total, summary, {"mode": "any_order", "threshold": self.threshold,
+                                      "tools": tools, "met": met, "total": total}
+
+    def _reason(self, e: _Entry) -> tuple[str, str, str]:
+        reasons = self._reasons[e.index]
+        if reasons is None:
+            tool = repr(e.tool)
+            slow = "" if e.limit is None else (f"over the {e.limit:g} ms limit of entry "
+                                              f"{e.index} ({tool})")
+            reasons = self._reasons[e.index] = (
+                f"another tool than entry {e.index} ({tool})",
+                f"arguments differ from entry {e.index} ({tool})", slow)
+        return reasons
 
     def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
-        exact = self.params.mode == "exact"
-        if exact:
-            matched = {e.index: calls[e.index] for e in self.entries
-                       if e.index < len(calls) and e.matches(calls[e.index])}
+        """Both sequence modes: the rows, the tallies and violations, then the explanation."""
+        tally = _Tally()
+        if self.exact:
+            rows = self._exact_rows(calls, tally)
         else:
-            matched = _in_order(self.entries, calls, self.by_tool)
-        rows = []
-        latency = {"assertions": 0, "hits": 0, "misses": 0, "neutral": 0}
-        slow: list[str] = []
-        for e in self.entries:
-            call = matched.get(e.index)
-            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
-                                   "args_checked": e.args is not None,
-                                   "call": None if call is None else call.index}
-            if exact:
-                actual = calls[e.index] if e.index < len(calls) else None
-                row["actual_tool"] = None if actual is None else actual.name
-            if e.limit is not None:
-                latency["assertions"] += 1
-                row["max_duration_ms"] = e.limit
-                duration = row["duration_ms"] = None if call is None else call.duration_ms
-                if call is None:
-                    verdict = "miss"
-                elif duration is None:
-                    verdict = "neutral"
-                elif duration <= e.limit:
-                    verdict = "hit"
-                else:
-                    verdict = "miss"
-                    slow.append(f"{e.label} at call #{call.index}")
-                latency[_TALLIES[verdict]] += 1
-                row["latency"] = verdict
-            if self.include_values:
-                row["expected_args"] = e.args
-                row["arguments"] = None if call is None else call.arguments
-            rows.append(row)
-        hits = len(matched)
-        extra = [c.index for c in calls[len(self.entries):]] if exact else []
-        sequence_aspects = max(len(self.entries), len(calls)) if exact else len(self.entries)
-        aspects = sequence_aspects + latency["assertions"] - latency["neutral"]
-        score = (hits + latency["hits"]) / aspects
+            rows = self._in_order_rows(calls, tally)
+        entries = self.entries
+        total = len(entries)
+        n_calls = len(calls)
+        hits = tally.hits
+        exact = self.exact
+        sequence_aspects = max(total, n_calls) if exact else total
+        aspects = sequence_aspects + tally.assertions - tally.neutral
+        score = (hits + tally.latency_hits) / aspects
         details: dict[str, Any] = {
-            "hits": hits, "expected": len(self.entries), "actual": len(calls),
-            "aspects": aspects, "latency": latency, "entries": rows,
+            "mode": self.params.mode, "threshold": self.threshold,
+            "hits": hits, "expected": total, "actual": n_calls, "aspects": aspects,
+            "latency": {"assertions": tally.assertions, "hits": tally.latency_hits,
+                        "misses": tally.misses, "neutral": tally.neutral},
+            "entries": rows,
         }
-        if exact:
-            details["extra_calls"] = extra
-        offending = self._violations(calls, rows, exact)
-        if offending:
-            details["violations"] = offending
-        return score, self._explain(rows, hits, exact, extra, slow, latency), details
-
-    def _violations(self, calls: Sequence[ToolCall], rows: Sequence[Mapping[str, Any]],
-                    exact: bool) -> list[dict[str, Any]]:
-        out = []
-        for e, row in zip(self.entries, rows):
-            if row.get("latency") == "miss" and row["call"] is not None:
-                out.append(violation(calls[row["call"]],
-                                     f"over the {e.limit:g} ms limit of entry {e.index} "
-                                     f"({e.tool!r})"))
-            elif exact and row["call"] is None and row["actual_tool"] is not None:
-                what = ("arguments differ from" if row["actual_tool"] == e.tool
-                        else "another tool than")
-                out.append(violation(calls[e.index], f"{what} entry {e.index} ({e.tool!r})"))
-        if exact:
-            n = len(self.entries)
-            out.extend(violation(c, f"extra call beyond the {n} expected") for c in calls[n:])
-        return out
-
-    def _explain(self, rows: list[dict[str, Any]], hits: int, exact: bool, extra: list[int],
-                 slow: list[str], latency: Mapping[str, int]) -> str:
-        total = len(self.entries)
-        missed = [e for e, row in zip(self.entries, rows) if row["call"] is None]
+        offending = tally.violations
         problems: list[str] = []
         if exact:
-            wrong = [f"position {e.index} expected {e.what}, got {_got(e, row['actual_tool'])}"
-                     for e, row in zip(self.entries, rows)
-                     if row["call"] is None and row["actual_tool"] is not None]
-            absent = [e.label for e, row in zip(self.entries, rows) if row["actual_tool"] is None]
-            if wrong:
-                problems.append(_listing(wrong))
-            if absent:
-                problems.append(f"missing {_listing(absent)}")
-            if extra:
-                problems.append(f"{len(extra)} extra call(s) at "
-                                f"{_listing([f'#{i}' for i in extra])}")
+            beyond = calls[total:]
+            details["extra_calls"] = list(map(_INDEX, beyond))
+            if beyond:
+                offending.extend(violations(
+                    (c, f"extra call beyond the {total} expected") for c in beyond))
+            if tally.unmatched_n:
+                problems.append(_bounded(tally.unmatched, tally.unmatched_n))
+            if total > n_calls:
+                problems.append("missing " + _bounded(
+                    [e.label for e in entries[n_calls:n_calls + _LISTED]], total - n_calls))
+            if beyond:
+                problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
+                    [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
             head = f"{hits} of {total} expected calls in place"
         else:
-            if missed:
-                problems.append(f"no in-order match for {_listing([e.label for e in missed])}")
+            if tally.unmatched_n:
+                problems.append("no in-order match for "
+                                + _bounded(tally.unmatched, tally.unmatched_n))
             head = f"{hits} of {total} expected calls matched in order"
-        if slow:
-            problems.append(f"over the latency limit: {_listing(slow)}")
-        if latency["neutral"]:
-            problems.append(f"{latency['neutral']} latency check(s) left out: matched call "
-                            "still pending")
+        if offending:
+            details["violations"] = offending
+        if tally.slow_n:
+            problems.append(f"over the latency limit: {_bounded(tally.slow, tally.slow_n)}")
+        if tally.neutral:
+            problems.append(f"{tally.neutral} latency check(s) left out: matched call still "
+                            "pending")
         if not problems:
-            tail = ", all latency limits met" if latency["assertions"] else ""
-            return f"All {total} expected calls {'in place' if exact else 'matched in order'}" \
-                   f"{tail}."
-        return f"{head}; " + "; ".join(problems) + "."
+            tail = ", all latency limits met" if tally.assertions else ""
+            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
+                       f"{tail}.")
+        else:
+            summary = f"{head}; " + "; ".join(problems) + "."
+        return score, summary, details
+
+    def _exact_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``exact`` mode: each entry against the call at its position."""
+        include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
+        rows = []
+        hits = assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template, call in zip(self.entries, self._templates, calls):
+            i, tool, limit = e.index, e.tool, e.limit
+            name = call.name
+            matched = name == tool and (e.args is None or e.args_hold(call))
+            row = template.copy()
+            row["actual_tool"] = name
+            if matched:
+                hits += 1
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+            if limit is not None:
+                assertions += 1
+                if not matched:
+                    misses += 1
+                else:
+                    end = call.end_ns        # ToolCall.duration_ms, in line
+                    duration = row["duration_ms"] = None if call.pending or end is None else (
+                        (end - call.start_ns) / 1e6)
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        latency_hits += 1
+                    else:
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        # violations.violation, in line: one per slow or misplaced call.
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": name, "reason": why[2]})
+            if not matched:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(f"position {i} expected {e.what}, "
+                                           f"got {_got(e, name)}")
+                why = reasons[i] or self._reason(e)
+                out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                            if call.span_id else None, "tool": name,
+                            "reason": why[name == tool]})
+            rows.append(row)
+        beyond = self._templates[len(calls):]   # entries without a call at their position
+        if beyond:
+            rows.extend(template.copy() for template in beyond)
+            limited = self._limited[len(calls):]
+            assertions += sum(limited)
+            misses += sum(limited)
+        tally.add(hits, assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _in_order_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``in_order`` mode, from the best largest in-order matching."""
+        matched = _in_order(self.entries, calls, self.by_tool)
+        get = matched.get
+        include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
+        rows = []
+        assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template in zip(self.entries, self._templates):
+            i, limit = e.index, e.limit
+            call = get(i)
+            row = template.copy()
+            if call is None:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(e.label)
+                if limit is not None:
+                    assertions += 1
+                    misses += 1
+            else:
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+                if limit is not None:
+                    assertions += 1
+                    duration = row["duration_ms"] = call.duration_ms
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        latency_hits += 1
+                    else:
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": call.name,
+                                    "reason": why[2]})
+            rows.append(row)
+        tally.add(len(matched), assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _row_templates(self) -> tuple[dict[str, Any], ...]:
+        """Each entry's row as it reads without a matching call, in the order of its keys:
+        a grade copies it and sets what the run changes (a dict copy costs a third of
+        building the row anew)."""
+        templates = []
+        for e in self.entries:
+            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
+                                   "args_checked": e.args is not None, "call": None}
+            if self.exact:
+                row["actual_tool"] = None
+            if e.limit is not None:
+                row.update(max_duration_ms=e.limit, duration_ms=None, latency="miss")
+            if self.include_values:
+                row.update(expected_args=e.args, arguments=None)
+            templates.append(row)
+        return tuple(templates)
+
+
+class _Tally:
+    """What a sequence mode's rows add up to, for the details and the explanation."""
+
+    __slots__ = ("assertions", "hits", "latency_hits", "misses", "neutral", "slow", "slow_n",
+                 "unmatched", "unmatched_n", "violations")
+
+    def __init__(self) -> None:
+        self.slow: list[str] = []            # the first _LISTED of slow_n
+        self.unmatched: list[str] = []       # the first _LISTED of unmatched_n
+        self.violations: list[dict[str, Any]] = []
+
+    def add(self, hits: int, assertions: int, latency_hits: int, misses: int, neutral: int,
+            slow_n: int, unmatched_n: int) -> None:
+        self.hits, self.assertions, self.latency_hits = hits, assertions, latency_hits
+        self.misses, self.neutral = misses, neutral
+        self.slow_n, self.unmatched_n = slow_n, unmatched_n
+
+
+_INDEX = attrgetter("index")
+#: How many items an explanation names before "and N more".
+_LISTED = 3
 
 
 def _got(entry: _Entry, actual: str) -> str:
     return f"{actual} with other args" if actual == entry.tool else actual
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+def _listing(items: Sequence[str], limit: int = _LISTED) -> str:
+    return _bounded(items[:limit], len(items), limit)
+
+
+def _bounded(first: Sequence[str], total: int, limit: int = _LISTED) -> str:
+    """``first`` (the first ``limit`` of ``total`` items) and how many more there are."""
+    shown = ", ".join(first)
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolTrajectoryGrader:
