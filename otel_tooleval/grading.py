@@ -31,6 +31,8 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
         return None
+    if not config.graders:   # runs collected, none graded: no budget clock to start
+        return RunReport(run, ())
     results = grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
                          config)
     return RunReport(run, tuple(results))

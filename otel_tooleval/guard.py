@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import copy
 import re
+import sys
 import threading
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from itertools import count
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -35,13 +36,13 @@ from pydantic import (
     model_validator,
 )
 
-from .graders.matching import UserRegex, compile_user, matches
+from .graders.matching import UserRegex, compile_user, matches, max_match_chars
 from .graders.pairing import value_key
 from .graders.tool_calls import Matcher, SequenceMatch
 from .values import decode_value
 
 __all__ = ["RULES", "UNKNOWN", "GuardConfig", "GuardMatch", "GuardRules", "GuardRun",
-           "GuardViolation", "NameRules"]
+           "GuardViolation", "NameRules", "StartCheck"]
 
 #: The rule names, in the order they are tried (the value of ``tooleval.guard.rule``).
 RULES = ("disallowed", "allowed", "max_calls_per_tool", "max_calls", "max_repeats")
@@ -156,9 +157,10 @@ class _Repeats:
 
     __slots__ = ("calls", "classes", "texts")
 
-    def __init__(self) -> None:
-        self.calls = 0
-        self.texts: dict[Hashable, list[Any]] = {}
+    def __init__(self, first: str | None = None) -> None:
+        """``first``: the argument text of the tool's first call in the run, counted."""
+        self.calls = 0 if first is None else 1
+        self.texts: dict[Hashable, list[Any]] = {} if first is None else {first: [1, None]}
         self.classes: dict[Hashable, int] | None = None
 
 
@@ -196,8 +198,7 @@ def _counted(counter: count[int]) -> int:
     return next(copy.copy(counter)) - 1
 
 
-@dataclass(frozen=True, slots=True)
-class NameRules:
+class NameRules(NamedTuple):
     """What the rules say about one tool name, worked out once per name.
 
     ``found``: the violation the name alone makes (a ``disallowed`` entry without conditions,
@@ -205,7 +206,8 @@ class NameRules:
     whose name pattern matches and that come before the entry of ``found`` (all of them when
     the name alone breaks no ``disallowed`` entry): the arguments decide those. ``limit``:
     the name's ``max_calls_per_tool``. ``reads``: whether any rule reads this tool's
-    arguments (``before``, or ``max_repeats``); without, they are not even looked at.
+    arguments (``before``, or ``max_repeats``); without, they are not even looked at. A tuple,
+    which the start check unpacks in one step.
     """
 
     found: GuardViolation | None
@@ -216,6 +218,12 @@ class NameRules:
 
 #: How a literal name in ``allowed`` / ``disallowed`` looks (no regex syntax).
 _LITERAL = re.compile(r"[A-Za-z0-9_\-]+")
+#: How a literal ``command`` / ``path`` / ``args`` condition looks: tested as a substring.
+_LITERAL_TEXT = re.compile(r"[A-Za-z0-9_\- /:=,@%]+")
+
+#: A ``disallowed`` entry's conditions: (argument key, pattern, the pattern's text when it is
+#: a literal, else None).
+_Conditions = tuple[tuple[str, UserRegex, "str | None"], ...]
 
 
 class GuardRules:
@@ -227,6 +235,9 @@ class GuardRules:
     def __init__(self, config: GuardConfig) -> None:
         self.config = config
         self.disallowed = [Matcher(m) for m in config.disallowed]
+        self._conditions: list[_Conditions] = [
+            tuple((key, pattern, pattern.pattern if _LITERAL_TEXT.fullmatch(pattern.pattern)
+                   else None) for key, pattern in m.filters) for m in self.disallowed]
         self.allowed = ([_whole(p) for p in config.allowed]
                         if config.allowed is not None else None)
         # Exact names of the allow-list, tested before its patterns.
@@ -242,7 +253,14 @@ class GuardRules:
         self.per_tool = dict(config.max_calls_per_tool)
         self.max_repeats = config.max_repeats
         self._names: dict[str, NameRules] = {}
+        #: Remembered names whose only rule is ``max_calls`` (no name rule, no per-tool limit,
+        #: no argument rule): the start hook counts their calls itself (see ``over_calls``).
+        self.counted_only: set[str] = set()
+        #: ``max_calls``, or a count no run reaches.
+        self.call_limit = self.max_calls if self.max_calls is not None else sys.maxsize
         self._lock = threading.Lock()   # ``max_repeats``' updates of one run from several threads
+        #: ``check`` as a tool span starts, written for these rules (``_start_check``).
+        self.start_check: StartCheck = self._start_check()
 
     def for_name(self, name: str) -> NameRules:
         """What the rules say about ``name`` (remembered for up to 1,024 names; the rest are
@@ -252,7 +270,15 @@ class GuardRules:
             known = self._name_rules(name)
             if len(self._names) < _MAX_REMEMBERED_NAMES:
                 self._names[name] = known
+                if known.found is None and known.limit is None and not known.reads:
+                    self.counted_only.add(name)
         return known
+
+    def over_calls(self, name: str, calls: int) -> GuardViolation:
+        """The ``max_calls`` violation of call number ``calls`` (over the limit)."""
+        return GuardViolation(
+            "max_calls", name, f"tool call {calls} of this run ({name!r}); "
+            f"guard.max_calls allows {self.max_calls}", limit=self.max_calls, count=calls)
 
     def _name_rules(self, name: str) -> NameRules:
         found: GuardViolation | None = None
@@ -316,11 +342,74 @@ class GuardRules:
                 "max_calls_per_tool", name,
                 f"call {tool_calls} of {name!r} in this run; "
                 f"guard.max_calls_per_tool allows {limit}", limit=limit, count=tool_calls)
-        if self.max_calls is not None and calls > self.max_calls:
-            return GuardViolation(
-                "max_calls", name, f"tool call {calls} of this run ({name!r}); "
-                f"guard.max_calls allows {self.max_calls}", limit=self.max_calls, count=calls)
+        if calls > self.call_limit:
+            return self.over_calls(name, calls)
         return repeat
+
+    def _start_check(self) -> StartCheck:
+        """``check(run, name, arguments, unwrap)`` counting the call, for a tool span's start
+        (``arguments`` None: not recorded, ``UNKNOWN`` for ``check``), in one frame: a call of
+        ``max_repeats`` whose tool is new in the run, or under the limit, has its argument
+        text counted inline (``_repeat`` does the rest). The same answers as ``check``
+        (``tests/test_guard_start.py`` compares them)."""
+        names_get, for_name = self._names.get, self.for_name
+        # The lock's methods bound: ``with lock`` costs twice as much (``__exit__`` and its
+        # three arguments).
+        max_repeats, acquire, release = self.max_repeats, self._lock.acquire, self._lock.release
+        limit_calls, over_calls = self.call_limit, self.over_calls
+        disallowed, repeat = self._disallowed, self._repeat
+
+        def check(run: GuardRun, name: str, arguments: Any,
+                  unwrap: Callable[[Any], Any] | None) -> GuardViolation | None:
+            rules = names_get(name)
+            if rules is None:
+                rules = for_name(name)
+            found, before, limit, reads = rules
+            calls = next(run.counter)
+            tool_calls = 0
+            if limit is not None:
+                counter = run.per_tool.get(name)
+                if counter is None:
+                    counter = run.per_tool.setdefault(name, count(1))
+                tool_calls = next(counter)
+            looped = None
+            if reads and arguments is not None:
+                value: Any = _UNDECODED
+                if before:
+                    value = _decode(arguments, unwrap)
+                    found = disallowed(before, name, value) or found
+                if max_repeats is not None:
+                    acquire()
+                    try:
+                        tool = run.repeats.get(name)
+                        if arguments.__class__ is not str:
+                            looped = repeat(run, name, arguments, value, unwrap, True)
+                        elif tool is None:
+                            run.repeats[name] = _Repeats(arguments)
+                        elif tool.calls < max_repeats:
+                            # Under the limit no value can be a loop: the text counted only.
+                            tool.calls += 1
+                            entry = tool.texts.get(arguments)
+                            if entry is None:
+                                tool.texts[arguments] = [1, None]
+                            else:
+                                entry[0] += 1
+                        else:
+                            looped = repeat(run, name, arguments, value, unwrap, True)
+                    finally:
+                        release()
+            if found is not None:
+                return found
+            if limit is not None and tool_calls > limit:
+                return GuardViolation(
+                    "max_calls_per_tool", name,
+                    f"call {tool_calls} of {name!r} in this run; "
+                    f"guard.max_calls_per_tool allows {limit}", limit=limit, count=tool_calls)
+            if calls > limit_calls:
+                return over_calls(name, calls)
+            return looped
+
+        return check
 
     def check_arguments(self, run: GuardRun, name: str, arguments: Any,
                         unwrap: Callable[[Any], Any] | None = None, *,
@@ -342,7 +431,7 @@ class GuardRules:
                     value: Any) -> GuardViolation | None:
         for i in entries:
             matcher = self.disallowed[i]
-            if _filters_match(matcher, value):
+            if _conditions_match(self._conditions[i], value):
                 return GuardViolation(
                     "disallowed", name,
                     f"{name!r} matches guard.disallowed[{i}] ({matcher.label})", entry=i)
@@ -409,6 +498,9 @@ class GuardRules:
 #: Arguments not decoded yet.
 _UNDECODED: Any = object()
 
+#: ``GuardRules.start_check``: ``(run, name, raw arguments or None, unwrap)`` -> the violation.
+StartCheck = Callable[[GuardRun, str, Any, "Callable[[Any], Any] | None"], "GuardViolation | None"]
+
 
 def _decode(arguments: Any, unwrap: Callable[[Any], Any] | None) -> Any:
     """Arguments as the grading reads them (``ToolCall.arguments``)."""
@@ -424,14 +516,21 @@ def _value_key(value: Any) -> Hashable:
         return ("r", repr(value))
 
 
-def _filters_match(matcher: Matcher, args: Any) -> bool:
-    """The entry's ``command`` / ``path`` / ``args`` conditions, as the tool-calls family
-    applies them (string argument values only; a missing one is a non-match here: the guard
-    cannot report a configuration error at call time)."""
-    if not isinstance(args, Mapping):
+def _conditions_match(conditions: _Conditions, args: Any) -> bool:
+    """A ``disallowed`` entry's ``command`` / ``path`` / ``args`` conditions, as the tool-calls
+    family applies them (string argument values only; a missing one is a non-match here: the
+    guard cannot report a configuration error at call time). A literal pattern is a substring
+    test, the same answer as the regex search for a text it searches whole (up to
+    ``max_match_chars``), at a fraction of its cost."""
+    if args.__class__ is not dict and not isinstance(args, Mapping):   # the ABC test is slow
         return False
-    for key, pattern in matcher.filters:
+    for key, pattern, literal in conditions:
         value = args.get(key)
-        if not isinstance(value, str) or not matches(pattern, value):
+        if value.__class__ is not str and not isinstance(value, str):
+            return False
+        if literal is not None and len(value) <= max_match_chars():
+            if literal not in value:
+                return False
+        elif not matches(pattern, value):
             return False
     return True

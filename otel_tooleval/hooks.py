@@ -32,7 +32,7 @@ from opentelemetry.context import Context
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
-from .live_guard import GuardEntry, LiveGuard
+from .live_guard import GuardEntry, GuardStart, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -65,7 +65,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
               if buffers.policy.conventions is not None else None)
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
-    guard_start, guard_end = _guard_hooks(guard, traces_get, report)
+    guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
@@ -83,7 +83,14 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         except Exception:
             report("on_start")
         if guard_start is not None:
-            guard_start(span)
+            try:
+                attrs = span._attributes._dict
+                if not no_call(attrs):   # most spans: one C call, the guard's only cost
+                    # With what the tracking read: the span's context, parent, and its trace's
+                    # state as it was before (None or closed: the guard looks it up again).
+                    guard_start(span, attrs, ctx, parent, state)
+            except Exception:
+                report("guard")
         if forward_start is not None:
             try:
                 forward_start(span, parent_context=parent_context)
@@ -170,16 +177,18 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     return SpanHooks(on_start, on_ending, on_end)
 
 
-def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None],
-                 report: Callable[[str], None]
-                 ) -> tuple[Callable[[Any], None] | None,
-                            Callable[[TraceState, Any, GuardEntry | None], Any] | None]:
-    """The guard's start hook (every span: a tool span is checked) and its end hook (tool
-    spans not checked whole at their start: the check put off, or a copy to forward), or
-    (None, None) without a guard."""
+def _guard_hooks(guard: LiveGuard | None, traces_get: Callable[[int], TraceState | None]
+                 ) -> tuple[GuardStart | None,
+                            Callable[[TraceState, Any, GuardEntry | None], Any] | None,
+                            Callable[[Any], bool]]:
+    """The guard's start hook (a span that may be a tool call, with its attributes: checked if
+    it is one), its end hook (tool spans not checked whole at their start: the check put off,
+    or a copy to forward) and the test that rules a span out as a tool call by its attributes
+    (``LiveGuard.no_call``), or (None, None, a test that rules out every span) without a
+    guard."""
     if guard is None:
-        return None, None
-    return guard.start_hook(traces_get, report), guard.ended
+        return None, None, _ignore_attrs
+    return guard.start_hook(traces_get), guard.ended, guard.no_call
 
 
 def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHooks:
@@ -222,3 +231,7 @@ def _forwarders(downstream: Any, report: Callable[[str], None]
 
 def _ignore(span: Any) -> None:
     return None
+
+
+def _ignore_attrs(attrs: Any) -> bool:
+    return True

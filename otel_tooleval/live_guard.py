@@ -27,11 +27,12 @@ from opentelemetry import trace
 
 from ._compat import attributes_of, copy_with, record_from_span
 from .assembly import TraceBuffers, TraceState
-from .conventions.calls import CallReader, CallText, call_reader, call_text
+from .conventions.calls import TOOL_KEYS, CallReader, CallText, call_reader, call_text
 from .guard import UNKNOWN, GuardRules, GuardRun, GuardViolation
 from .model import SpanEvent
 
-__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardTrace", "LiveGuard", "check_call"]
+__all__ = ["EVENT", "RULE", "VIOLATION", "GuardEntry", "GuardStart", "GuardTrace", "LiveGuard",
+           "check_call"]
 
 _log = logging.getLogger(__name__)
 
@@ -55,6 +56,13 @@ _GUARDS: weakref.WeakSet[LiveGuard] = weakref.WeakSet()
 #: What a tool span's start left for its end and ``check_call``: (its run's counts, name,
 #: arguments put off, violation found at start).
 GuardEntry = tuple[GuardRun, str, bool, "GuardViolation | None"]
+
+#: ``LiveGuard.start_hook``'s function: ``(span, attributes, context, parent, trace state)``.
+GuardStart = Callable[[Any, dict[str, Any], Any, Any, "TraceState | None"], None]
+
+#: The entry of every tool span checked whole at its start without a violation (the usual
+#: case): its end and ``check_call`` need nothing else from it, so nothing is allocated.
+_CHECKED: GuardEntry = (GuardRun(), "", False, None)
 
 
 class GuardTrace:
@@ -82,7 +90,8 @@ class LiveGuard:
         self._count = count
         self._on_violation = on_violation
         self._report = report
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()   # a trace's guard state made once
+        self._acquire, self._release = self._lock.acquire, self._lock.release
         self.violations = 0
         policy = buffers.policy
         self._mapped = policy.conventions
@@ -90,6 +99,11 @@ class LiveGuard:
         #: Instrumentation scope name -> the reader of its spans' calls (``reader``).
         self.readers: dict[str, CallReader] = {}
         self._ignores: dict[str, bool] = {}   # tool name -> in ``runs.ignore_tools``
+        #: ``(attributes) -> True`` for a span that cannot be a tool call: none of the keys the
+        #: conventions test (one C call); never, with a ``conventions:`` mapping (its entries
+        #: may match any span). The hooks call ``start_hook``'s function for the others only.
+        self.no_call: Callable[[Mapping[str, Any]], bool] = (
+            TOOL_KEYS.isdisjoint if TOOL_KEYS is not None and self._mapped is None else _never)
         _GUARDS.add(self)
 
     def close(self) -> None:
@@ -98,52 +112,57 @@ class LiveGuard:
 
     # -- application thread (hooks.py) ---------------------------------------------------------
 
-    def start_hook(self, traces_get: Callable[[int], TraceState | None],
-                   report: Callable[[str], None]) -> Callable[[Any], None]:
-        """The processor's start hook for the guard (``traces_get``: its traces by id): every
-        span's call read straight off it (a compiled row picker per instrumentation scope: no
-        kind bits, no SpanRecord, no ToolCall, nothing decoded); a tool call checked and its
-        span marked when it breaks a rule. One frame besides the reader and the rules."""
+    def start_hook(self, traces_get: Callable[[int], TraceState | None]) -> GuardStart:
+        """The processor's start hook for the guard (``traces_get``: its traces by id), for a
+        span that ``no_call`` does not rule out, with what the processor's own start hook read
+        (``attrs``: its attributes' dict; its context, parent, and its trace's state before
+        that hook, which is the trace's state unless it was None or closed): its call
+        read straight off it (a compiled row picker per instrumentation scope: no kind bits, no
+        SpanRecord, no ToolCall, nothing decoded); a tool call checked and its span marked
+        when it breaks a rule. One frame besides the reader (and the rules, for a name with
+        more than ``max_calls`` to check). The caller contains its failures."""
         readers_get, reader = self.readers.get, self.reader
-        check, for_name = self.rules.check, self.rules.for_name
-        trace_of, run_below, flag = self._trace, self._run_below, self._flag
+        rules = self.rules
+        check, for_name = rules.start_check, rules.for_name
+        counted_only, call_limit, over_calls = rules.counted_only, rules.call_limit, rules.over_calls
+        first_run, flag = self._first_run, self._flag
+        checked = _CHECKED
 
-        def started(span: Any) -> None:
-            try:
-                attrs = span._attributes._dict
-                scope = span._instrumentation_scope
-                scope_name = scope._name if scope is not None else ""
-                read = readers_get(scope_name)
-                if read is None:
-                    read = reader(scope_name)
-                call = read(attrs, span._name, ())
-                if call is None:
-                    return
-                ctx = span._context
+        def started(span: Any, attrs: dict[str, Any], ctx: Any, parent: Any,
+                    state: TraceState | None) -> None:
+            scope = span._instrumentation_scope
+            scope_name = scope._name if scope is not None else ""
+            read = readers_get(scope_name)
+            if read is None:
+                read = reader(scope_name)
+            call = read(attrs, span._name, ())
+            if call is None:
+                return
+            if state is None or state.closed:   # a new trace or local root: a new state
                 state = traces_get(ctx[0])
                 if state is None or state.closed:
                     return
-                guard = state.guard
-                if guard is None:
-                    guard = trace_of(state)
-                parent = span._parent
-                parent_id = parent[1] if parent is not None else 0
-                run = guard.run_of.get(parent_id)
-                if run is None:
-                    run = run_below(state, guard, parent_id)
-                name, raw, unwrap = call
-                if raw is None:
-                    found = check(run, name, UNKNOWN)
-                    put_off = for_name(name).reads
-                else:
-                    found = check(run, name, raw, unwrap)
-                    put_off = False
-                if found is None:
-                    guard.seen[ctx[1]] = (run, name, put_off, None)
-                else:
-                    flag(span, guard, run, name, found, ctx[0], ctx[1])
-            except Exception:
-                report("guard")
+            parent_id = parent[1] if parent is not None else 0
+            guard = state.guard
+            if guard is None or (run := guard.run_of.get(parent_id)) is None:
+                guard, run = first_run(state, parent_id)
+            name, raw, unwrap = call
+            found: GuardViolation | None
+            if name in counted_only:
+                # Only ``max_calls`` applies: counted here, no call into the rules.
+                calls = next(run.counter)
+                if calls <= call_limit:
+                    guard.seen[ctx[1]] = checked
+                    return
+                found = over_calls(name, calls)
+            else:
+                found = check(run, name, raw, unwrap)
+            if found is not None:
+                flag(span, guard, run, name, found, ctx[0], ctx[1])
+            elif raw is None and for_name(name).reads:
+                guard.seen[ctx[1]] = (run, name, True, None)   # argument rules put off
+            else:
+                guard.seen[ctx[1]] = checked
 
         return started
 
@@ -163,7 +182,6 @@ class LiveGuard:
         span that carries the violation, or None to forward the span as it is."""
         if entry is not None and not entry[2]:
             return None   # checked whole at start
-        guard = state.guard
         record = record_from_span(span)
         reader = self.readers.get(record.scope) or self.reader(record.scope)
         read = reader(record.attributes, record.name, record.events)
@@ -171,11 +189,9 @@ class LiveGuard:
             return None
         name, raw, unwrap = read
         rules = self.rules
-        if guard is None:
-            guard = self._trace(state)
         if entry is None:
-            found = rules.check(self._run_below(state, guard, record.parent_id), name,
-                                UNKNOWN if raw is None else raw, unwrap)
+            run = self._first_run(state, record.parent_id)[1]
+            found = rules.check(run, name, UNKNOWN if raw is None else raw, unwrap)
         elif raw is None:
             return None   # never recorded: the argument rules cannot apply
         else:
@@ -255,33 +271,32 @@ class LiveGuard:
                 self._ignores[name] = known
         return known
 
-    def _trace(self, state: TraceState) -> GuardTrace:
+    def _first_run(self, state: TraceState, parent_id: int) -> tuple[GuardTrace, GuardRun]:
+        """The trace's guard state and the counts of the run a call below ``parent_id``
+        counts in, when one of them is new (the first call of a trace, or below a new parent):
+        the run's counts are then remembered per parent (up to 4,096 parents per trace). One
+        frame besides ``_run_key``: this is most of what a run's first call costs."""
         guard: GuardTrace | None = state.guard
         if guard is None:
-            with self._lock:
+            self._acquire()
+            try:
                 guard = state.guard
                 if guard is None:
                     guard = state.guard = GuardTrace()
-        return guard
-
-    def _run(self, guard: GuardTrace, key: int) -> GuardRun:
-        run = guard.runs.get(key)
-        if run is None:
-            runs = guard.runs
-            if len(runs) >= _MAX_RUNS_PER_TRACE:
-                runs.pop(next(iter(runs)), None)   # the oldest run of a long-lived trace
-            run = runs.setdefault(key, GuardRun())
-        return run
-
-    def _run_below(self, state: TraceState, guard: GuardTrace, parent_id: int) -> GuardRun:
-        """The counts of the run a call below ``parent_id`` counts in, remembered per parent
-        (up to 4,096 parents per trace)."""
+            finally:
+                self._release()
         run = guard.run_of.get(parent_id)
         if run is None:
-            run = self._run(guard, self._run_key(state, guard, parent_id))
+            key = self._run_key(state, guard, parent_id)
+            runs = guard.runs
+            run = runs.get(key)
+            if run is None:
+                if len(runs) >= _MAX_RUNS_PER_TRACE:
+                    runs.pop(next(iter(runs)), None)   # the oldest run of a long-lived trace
+                run = runs.setdefault(key, GuardRun())
             if len(guard.run_of) < _MAX_REMEMBERED_PARENTS:
                 guard.run_of[parent_id] = run
-        return run
+        return guard, run
 
     def _run_key(self, state: TraceState, guard: GuardTrace, parent_id: int) -> int:
         """The run a call below ``parent_id`` counts in: the outermost agent span open above
@@ -315,6 +330,10 @@ class LiveGuard:
                 self._on_violation(found)
             except Exception:
                 self._report("on_violation callback")
+
+
+def _never(attrs: Mapping[str, Any]) -> bool:
+    return False
 
 
 def _event_attributes(found: GuardViolation) -> dict[str, Any]:

@@ -127,6 +127,12 @@ class _Sessions:
                 f"{over} tool call(s) not kept in their sessions: more than "
                 f"sessions.max_session_calls ({self.config.sessions.max_session_calls}) "
                 "in one session")))
+        over = self.open.counts["dropped.max_session_runs"]
+        if over:
+            problem(InputProblem("sessions", None, (
+                f"{over} run(s) not kept in their sessions: more than "
+                f"sessions.max_session_runs ({self.config.sessions.max_session_runs}) "
+                "in one session")))
         out = list(self.early)
         for session in self.open.take_all("input_end"):
             graded = grade_session(session, self.config)

@@ -25,7 +25,7 @@ from typing import Any
 from .model import GradeResult, ToolCall
 
 __all__ = ["GRADERS_ATTRIBUTE", "KEY", "VIOLATION_ATTRIBUTE", "flagged_calls", "flagged_spans",
-           "mark_attributes", "names_calls", "violation", "violations_of"]
+           "mark_attributes", "names_calls", "violation", "violations", "violations_of"]
 
 KEY = "violations"
 VIOLATION_ATTRIBUTE = "tooleval.violation"
@@ -37,6 +37,14 @@ def violation(call: ToolCall, reason: str) -> dict[str, Any]:
     return {"call": call.index,
             "span_id": format(call.span_id, "016x") if call.span_id else None,
             "tool": call.name, "reason": reason}
+
+
+def violations(offending: Iterable[tuple[ToolCall, str]]) -> list[dict[str, Any]]:
+    """``violation`` for many (call, reason) pairs, in their order; one loop for a grader that
+    lists a violation per call of a long run."""
+    return [{"call": call.index,
+             "span_id": format(call.span_id, "016x") if call.span_id else None,
+             "tool": call.name, "reason": reason} for call, reason in offending]
 
 
 def violations_of(result: GradeResult) -> list[Mapping[str, Any]]:

@@ -21,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from tests.bench import bench_files, bench_grade_memory, bench_graders, bench_serve, run_all
+from tests.bench import (
+    bench_files,
+    bench_grade_memory,
+    bench_graders,
+    bench_peers,
+    bench_serve,
+    run_all,
+)
 from tests.bench.bench_overhead import CONFIG as EVERY_FAMILY
 
 BENCH_DIR = Path(run_all.__file__).resolve().parent
@@ -132,6 +139,33 @@ def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
     _check_overhead(fig, "process", [3], _rows("overhead-process", bench, fig, argv, capfd))
 
 
+@pytest.mark.parametrize(("which", "types"), [("none", []), ("one", ["tool-call-count"])])
+def test_bench_overhead_fewer_graders(which: str, types: list[str],
+                                      capfd: pytest.CaptureFixture[str],
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("overhead")
+    fig, out, _ = _run(bench, ["--calls", "2", *OVERHEAD_TINY, "--graders", which],
+                       capfd, monkeypatch)
+    assert fig["graders"] == types
+    (size,) = fig["sizes"]
+    # without graders every run is still collected, summarised and counted (as passed)
+    assert size["runs_graded"] == size["runs_expected"] > 0
+    assert fig["runs_failed"] == 0 and fig["runs_passed"] >= size["runs_graded"]
+    assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+    if which == "none":
+        assert "graders: none;" in out
+
+
+def test_profile_processor_without_graders(capfd: pytest.CaptureFixture[str],
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("processor", "profile_processor")
+    fig, _, _ = _run(bench, ["--calls", "3", "--runs", "2", "--repeat", "1", "--graders",
+                             "none", "--no-app"], capfd, monkeypatch)
+    stages = fig["stages_us"]
+    assert not [name for name in stages if name.startswith("grader ")]
+    assert {"members", "run_from (calls)", "annotated root copy", "TOTAL"} <= set(stages)
+
+
 # -- graders ------------------------------------------------------------------------------------
 
 def test_bench_graders(capfd: pytest.CaptureFixture[str],
@@ -176,6 +210,19 @@ def test_bench_in_order(capfd: pytest.CaptureFixture[str],
     table = _rows("in-order", bench, fig, argv, capfd)
     assert len(table) == 2 * len(rows)   # per size: before/after (or after), twice the input
     _no_missing(table)
+
+
+def test_bench_in_order_with_latency_limits(capfd: pytest.CaptureFixture[str],
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("in-order")
+    fig, out, _ = _run(bench, ["--limits", "--sizes", "60", "--before-max", "60",
+                               "--repeat", "1"], capfd, monkeypatch)
+    rows = fig["rows"]
+    assert [r["variant"] for r in rows] == ["coding", "coding+pending", "names+limits"]
+    for r in rows:
+        assert 0 < r["hits"] <= r["n"] and r["same"] is True
+        assert math.isfinite(r["after_cpu_ms"]) and math.isfinite(r["growth"])
+    assert "us CPU per call" in out
 
 
 # -- memory -------------------------------------------------------------------------------------
@@ -353,12 +400,48 @@ def test_bench_uipath_shapes(capfd: pytest.CaptureFixture[str],
     assert "us/call growth" in out
 
 
+def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """No peer installed: every cell says so, ours is still measured and scored. The peers
+    themselves (their workers, agreement, targets) are covered in test_bench_peers.py."""
+    bench = _bench("peers", "bench_peers")
+    fig, out, _ = _run(bench, ["--sizes", "3,12", "--repeat", "2",
+                               "--peers-dir", str(tmp_path / "none")], capfd, monkeypatch)
+    assert fig["sizes"] == [3, 12]
+    assert set(fig["peers"].values()) == {bench_peers.INSTALL_HINT}
+    assert [(c["family"], c["calls"]) for c in fig["cells"]] == [
+        (family, n) for n in (3, 12) for family, _ in bench_peers.FAMILIES]
+    for cell in fig["cells"]:
+        assert cell["peer_status"] == bench_peers.INSTALL_HINT and cell["peer_ms"] is None
+        assert cell["ours_ms"] > 0 and 0.0 <= cell["ours_score"] <= 1.0
+        assert cell["samples"] == 2 and cell["agreement"] == ""
+    assert out.count(bench_peers.INSTALL_HINT) >= len(fig["cells"])
+    # sizes 1,000 and 10,000 not measured, no peer figure: nothing can PASS or MISS
+    assert {t["status"] for t in fig["targets"]} == {"n/a"}
+    assert "TARGETS" in out
+
+
+def test_bench_fixed_cost(capfd: pytest.CaptureFixture[str],
+                          monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("fixed-cost", "bench_fixed_cost")
+    fig, out, _ = _run(bench, ["--sizes", "3,20", "--repeat", "1"], capfd, monkeypatch)
+    assert fig["sizes"] == [3, 20]
+    table = fig["us_per_call"]
+    assert {"tool_trajectory any_order", "tool_trajectory exact", "tool_trajectory in_order",
+            "tool exact_match (letta)", "tool-call-args", "tool-call-output"} <= set(table)
+    assert all(len(v) == 2 and all(x > 0 for x in v) for v in table.values())
+    assert "tool_trajectory exact" in out
+    fig, _, _ = _run(bench, ["--sizes", "5", "--repeat", "1", "--families", "tool-call-c",
+                             "--clock", "wall"], capfd, monkeypatch)
+    assert set(fig["us_per_call"]) == {"tool-call-count"}
+
+
 # -- every script is covered --------------------------------------------------------------------
 
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
-                   "bench_uipath_shapes"}
+                   "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:

@@ -377,6 +377,45 @@ def test_hanging_wrapped_exporter_flush_and_shutdown_are_bounded() -> None:
     provider.shutdown()
 
 
+def test_held_tool_spans_the_hanging_exporter_cannot_take_are_counted() -> None:
+    """Violation marks hold tool spans with their root; when the wrapped exporter hangs past
+    the shutdown deadline, each held span is counted, none silently lost."""
+    wrapped = Hanging()
+    exporter = ToolEvalSpanExporter(wrapped, CONFIG, decision_wait=0.0)
+    provider = TracerProvider()
+    memory = InMemorySpanExporter()
+    provider.add_span_processor(SimpleSpanProcessor(memory))
+    tracer = provider.get_tracer("tests")
+    with tracer.start_as_current_span("invoke_agent a", attributes=AGENT):
+        for tool in ("search", "delete"):
+            with tracer.start_as_current_span(f"execute_tool {tool}",
+                                              attributes={"gen_ai.tool.name": tool}):
+                pass
+    with tracer.start_as_current_span("invoke_agent b", attributes=AGENT), \
+            tracer.start_as_current_span("connect"):
+        pass
+    search, delete, root, connect = memory.get_finished_spans()[:4]
+    stuck = threading.Thread(target=exporter.export, args=([connect],), daemon=True)
+    stuck.start()                                  # passes through; hangs holding the lock
+    assert wrapped.entered.wait(5)
+    for span in (search, delete, root):            # held: tool spans wait for the verdict
+        assert exporter.export([span]) is SpanExportResult.SUCCESS
+    assert exporter.shutdown(timeout_millis=500) is False
+    until = time.monotonic() + 3
+    while ((exporter.stats().get("dropped.export_deadline", 0) < 2
+            or exporter.stats().get("dropped.shutdown", 0) < 1) and time.monotonic() < until):
+        time.sleep(0.02)
+    time.sleep(0.2)                                # nothing more is counted later
+    stats = exporter.stats()
+    assert stats["dropped.export_deadline"] == 2   # the two held tool spans, one each
+    assert stats["dropped.shutdown"] == 1          # a's held root (b held nothing: its one
+    assert stats["marked_spans"] == 1              # span went straight on, and hangs there)
+    assert [[s.name for s in batch] for batch in wrapped.batches] == [["connect"]]
+    wrapped.release.set()
+    stuck.join(5)
+    provider.shutdown()
+
+
 def test_spans_it_cannot_read_are_forwarded_as_they_are(s: Setup) -> None:
     class Odd:
         name = "odd"

@@ -189,6 +189,42 @@ def test_calls_kept_in_span_events_are_graded_by_the_process_as_on_the_thread() 
     assert process == thread and len(process) == 3
 
 
+def test_sessions_are_graded_in_process_mode_as_on_the_thread() -> None:
+    # Runs go to the grading process; their sessions are filed and graded in this process.
+    from tests.test_sessions import TURNS, config as session_config, conversation
+
+    outcomes = []
+    for h_config in (session_config(), _config(session_config())):
+        got: list[Any] = []
+        h = Harness(h_config, on_session=got.append)
+        try:
+            offload = h.processor._offload
+            if offload is not None:
+                _wait_ready(h)
+                handed: list[int] = []
+                submit = offload.submit
+                offload.submit = lambda *a, **k: handed.append(1) or submit(*a, **k)  # type: ignore[method-assign]
+            conversation(h, "p-1", TURNS)
+            conversation(h, "p-2", ["pay", "search"])
+            h.processor.end_session("p-1")
+            assert h.flush()
+            if offload is not None:
+                assert len(handed) == 5              # every run of both sessions went there
+                assert not h.processor._reported     # and none fell back to the thread
+            roots = [s for s in h.finished() if s.name == "invoke_agent travel"]
+            assert len(roots) == 5 and all(s.attributes is not None
+                                            and s.attributes["tooleval.passed"] for s in roots)
+            outcomes.append(sorted(
+                (r.key.value, r.ended, r.passed, [(x.name, x.score) for x in r.results])
+                for r in got))
+        finally:
+            h.close()
+    thread, process = outcomes
+    assert process == thread
+    assert [(key, ended, passed) for key, ended, passed, _ in process] == [
+        ("p-1", "end_session", True), ("p-2", "flush", False)]
+
+
 def test_runs_before_the_process_is_ready_are_graded_on_the_thread() -> None:
     h = Harness(_config(EVERY_FAMILY))
     processor = h.processor

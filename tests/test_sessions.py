@@ -197,6 +197,46 @@ def test_a_session_of_1000_runs_keeps_bounded_memory() -> None:
         h.close()
 
 
+def test_max_session_runs_keeps_the_first_runs_and_counts_the_rest() -> None:
+    got: list[SessionReport] = []
+    h = Harness(config(max_session_runs=3), on_session=got.append)
+    try:
+        conversation(h, "c-5", TURNS + ["search", "pay"])
+        assert h.processor._drain(time.monotonic() + 10)
+        stats = h.processor.stats()
+        assert stats["sessions.dropped.max_session_runs"] == 2
+        h.processor.end_session("c-5")
+        assert h.flush()
+        (report,) = got
+        # The first three turns are kept, so the per-turn expectations still line up.
+        assert len(report.runs) == 3 and report.dropped_runs == 2 and report.passed
+        assert [c.name for r in report.runs for c in r.calls] == TURNS
+        assert report.to_dict()["dropped_runs"] == 2
+        (span,) = session_spans(h)
+        assert span.attributes["tooleval.session.dropped_runs"] == 2
+        assert span.attributes["tooleval.session.runs"] == 3
+        points = h.metric_points("tooleval.sessions.dropped")
+        assert [(dict(p.attributes), p.value) for p in points] == [
+            ({"reason": "max_session_runs"}, 2)]
+    finally:
+        h.close()
+
+
+def test_grade_reports_runs_over_max_session_runs_as_an_input_problem(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    write_conversations(trace, {"one": TURNS + ["pay"]})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps(config(max_session_runs=3)))
+    assert main(["grade", str(trace), "--config", str(cfg), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    (session,) = json.loads(captured.out)["sessions"]
+    assert session["runs"] == 3 and session["dropped_runs"] == 1 and session["passed"]
+    assert "sessions.max_session_runs (3)" in captured.err
+    assert main(["grade", str(trace), "--config", str(cfg), "--format", "json",
+                 "--allow-input-problems"]) == 0
+
+
 def test_max_open_sessions_ends_the_least_recent_early() -> None:
     got: list[SessionReport] = []
     h = Harness(config(max_open_sessions=2), on_session=got.append)

@@ -13,12 +13,22 @@ from .openinference import tool_message_call_id
 from .registry import AGENT_NAME_KEYS, NESTED_AGENT_NAME_KEYS, TOOL_CONVENTIONS
 from .spec import ToolConvention
 
-__all__ = ["CallReader", "CallText", "agent_name_of", "call_reader", "call_text", "tool_call", "tool_call_from",
-           "tool_row"]
+__all__ = ["TOOL_KEYS", "CallReader", "CallText", "agent_name_of", "call_reader", "call_text",
+           "tool_call", "tool_call_from", "tool_row"]
 
 #: ``call_text``'s answer: the tool name, the raw arguments (None: not recorded) and what
 #: unwraps their decoded value (``ToolConvention.arguments_from``).
 CallText = tuple[str, Any, Callable[[Any], Any] | None]
+
+#: The attribute keys the conventions' rows test (each row's name key or condition key): a span
+#: with none of them is no tool call in any scope, which ``frozenset.isdisjoint`` on its
+#: attributes tells cheaply (the live guard's first test at every span's start). None if a row
+#: tested no key (it would read any span of its scope).
+TOOL_KEYS: frozenset[str] | None = (
+    None if any(conv.name is None and (conv.when is None or conv.when[1] is None)
+                for conv in TOOL_CONVENTIONS)
+    else frozenset(key for conv in TOOL_CONVENTIONS
+                   for key in (conv.name, conv.when[0] if conv.when else None) if key))
 
 
 def tool_call_from(
@@ -114,15 +124,42 @@ def _from_events(record: SpanRecord, sources: tuple[tuple[str, str], ...]) -> tu
 def tool_row(record: SpanRecord) -> ToolConvention | None:
     """The convention row that reads a tool span: the first whose name, condition and scope
     fit (None for a span that is no tool call)."""
-    attrs = record.attributes
-    for conv in TOOL_CONVENTIONS:
-        key = conv.name
-        if key is not None and (key not in attrs or attrs[key] is None):
-            continue
-        if (conv.when is None or attrs.get(conv.when[0]) == conv.when[1]) and (
-                conv.scope is None or record.scope.startswith(conv.scope)):
-            return conv
-    return None
+    pick = _PICKERS.get(record.scope)
+    if pick is None:
+        pick = _row_picker(record.scope)
+    return pick(record.attributes)
+
+
+#: ``tool_row``'s pickers by instrumentation scope (a process sees a handful of scopes; past
+#: ``_MAX_PICKERS`` the cache starts again rather than grow).
+_PICKERS: dict[str, Callable[[Mapping[str, Any]], ToolConvention | None]] = {}
+_MAX_PICKERS = 256
+
+
+def _row_picker(scope: str) -> Callable[[Mapping[str, Any]], ToolConvention | None]:
+    """``tool_row`` for the spans of one scope, written out as code (``run_from`` asks it
+    once per tool span): the rows that scope can use, in order, one lookup per key they test,
+    no loop and no scope test."""
+    env: dict[str, Any] = {}
+    lines = ["def pick(attrs):", "    get = attrs.get"]
+    for i, conv in enumerate(c for c in TOOL_CONVENTIONS
+                             if c.scope is None or scope.startswith(c.scope)):
+        env[f"R{i}"] = conv
+        tests = []
+        if conv.name is not None:
+            env[f"N{i}"] = conv.name
+            tests.append(f"get(N{i}) is not None")
+        if conv.when is not None:
+            env[f"W{i}"], env[f"V{i}"] = conv.when
+            tests.append(f"get(W{i}) == V{i}")
+        lines += [f"    if {' and '.join(tests) or 'True'}:", f"        return R{i}"]
+    lines.append("    return None")
+    exec("\n".join(lines), env)   # noqa: S102 - our own tables
+    pick: Callable[[Mapping[str, Any]], ToolConvention | None] = env["pick"]
+    if len(_PICKERS) >= _MAX_PICKERS:
+        _PICKERS.clear()
+    _PICKERS[scope] = pick
+    return pick
 
 
 #: Reads a tool span's call: ``(attrs, span name, events)`` -> ``CallText`` or None.
@@ -135,19 +172,27 @@ def call_reader(scope: str) -> CallReader:
     they test and no loop; a plain row (its name in an attribute, arguments in attributes)
     is read inline, the others through ``call_text``. The live guard reads every span's call
     as the span starts, on the application thread."""
-    env: dict[str, Any] = {"call_text": call_text, "SYN": SYNTHESIZED}
-    lines = ["def read(attrs, span_name, events):", "    get = attrs.get"]
+    env: dict[str, Any] = {"call_text": call_text}
+
+    def _literal(value: Any) -> str:
+        # Keys and condition values written as literals: a constant loads faster than a global.
+        if value is None or value.__class__ in (str, int, bool):
+            return repr(value)
+        env[f"K{len(env)}"] = value
+        return f"K{len(env) - 1}"
+
+    lines = ["def read(attrs, span_name, events):"]
     for i, conv in enumerate(c for c in TOOL_CONVENTIONS
                              if c.scope is None or scope.startswith(c.scope)):
         env[f"R{i}"], env[f"U{i}"] = conv, conv.arguments_from
-        tests = []
+        tests = []   # ``key in attrs`` first: most keys tested are absent
         if conv.name is not None:
-            env[f"N{i}"] = conv.name
-            lines.append(f"    v = get(N{i})")
-            tests.append("v is not None")
+            name = _literal(conv.name)
+            tests.append(f"{name} in attrs and (v := attrs[{name}]) is not None")
         if conv.when is not None:
-            env[f"W{i}"], env[f"V{i}"] = conv.when
-            tests.append(f"get(W{i}) == V{i}")
+            key, value = _literal(conv.when[0]), _literal(conv.when[1])
+            tests.append(f"attrs.get({key}) == {value}" if conv.when[1] is None
+                         else f"{key} in attrs and attrs[{key}] == {value}")
         lines.append(f"    if {' and '.join(tests)}:")
         plain = (conv.name is not None and conv.name_from is None and not conv.not_tools
                  and conv.server_sep is None and not conv.argument_attributes
@@ -155,12 +200,11 @@ def call_reader(scope: str) -> CallReader:
         if not plain:
             lines.append(f"        return call_text(R{i}, attrs, span_name, events)")
             continue
-        lines += ["        if v.__class__ is not str or SYN in attrs:",
+        lines += [f"        if v.__class__ is not str or {_literal(SYNTHESIZED)} in attrs:",
                   f"            return call_text(R{i}, attrs, span_name, events)"]
         for j, key in enumerate(conv.arguments):
-            env[f"A{i}_{j}"] = key
-            lines += [f"        {'if' if j == 0 else 'elif'} A{i}_{j} in attrs:",
-                      f"            return v, attrs[A{i}_{j}], U{i}"]
+            lines += [f"        {'if' if j == 0 else 'elif'} {_literal(key)} in attrs:",
+                      f"            return v, attrs[{_literal(key)}], U{i}"]
         lines.append(f"        return v, None, U{i}")
     lines.append("    return None")
     exec("\n".join(lines), env)   # noqa: S102 - our own tables

@@ -31,6 +31,8 @@ class LogEvents:
              extra: Mapping[str, Any] | None = None) -> None:
         """One record per result, in ``root_context``; ``extra`` attributes on each (a
         session's key)."""
+        if not report.results:   # no grader applied: nothing to emit, no context to build
+            return
         context = set_span_in_context(NonRecordingSpan(root_context))
         if not self._wanted(context):
             return

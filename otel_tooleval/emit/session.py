@@ -35,6 +35,8 @@ def session_attributes(report: SessionReport) -> dict[str, Any]:
         attrs["tooleval.session.failed"] = list(failed)
     if report.dropped_calls:
         attrs["tooleval.session.dropped_calls"] = report.dropped_calls
+    if report.dropped_runs:
+        attrs["tooleval.session.dropped_runs"] = report.dropped_runs
     return attrs
 
 

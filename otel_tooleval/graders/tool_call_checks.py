@@ -152,12 +152,11 @@ def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, Sequence[i
         if len(done) == 1:
             return f"The expected {kind[:-1]} was matched (call #{done[0]})."
         return f"All {len(expected)} expected {kind} were matched (calls {calls_text(done)})."
-    reasons: list[str] = []
-    unpaired = len(expected) - len(done)
+    reasons: list[str] = []     # the first three, of len(expected) - len(done)
     for i, (tool, cands) in enumerate(expected):
         if paired[i] is not None:
             continue
-        if len(reasons) == 3:                  # only three are told; the rest are counted
+        if len(reasons) == 3:
             break
         calls = by_name.get(tool, [])
         if not calls:
@@ -168,9 +167,10 @@ def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, Sequence[i
         else:
             reasons.append(f"{tool!r} (entry {i}): its calls with {what} "
                            f"({calls_text(cands)}) are paired with other entries")
+    unpaired = len(expected) - len(done)
     more = f" and {unpaired - 3} more" if unpaired > 3 else ""
     return (f"{len(done)} of {len(expected)} expected {kind} were matched; "
-            + "; ".join(reasons[:3]) + more + ".")
+            + "; ".join(reasons) + more + ".")
 
 
 def _pairing_details(expected_names: Sequence[str], paired: Sequence[int | None],

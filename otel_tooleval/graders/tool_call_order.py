@@ -194,10 +194,14 @@ def entry_schema(model: type[BaseModel], type_: str, aliases: Sequence[str],
 
 def verdict(name: str, type_: str, spec: Spec[Any], score: float, explanation: str,
             details: dict[str, Any]) -> GradeResult:
-    """The result of one run: passed when score >= threshold."""
+    """The result of one run: passed when score >= threshold. ``details`` is the grader's
+    own fresh dict: completed in place (``strict`` and the labels), not copied."""
     passed = score >= spec.threshold
+    details["strict"] = spec.strict
+    if spec.labels:
+        details.update(spec.labels)
     return GradeResult(name, type_, score, passed, "pass" if passed else "fail", explanation,
-                       {**details, "strict": spec.strict, **spec.labels})
+                       details)
 
 
 def calls_text(indices: Sequence[int], limit: int = 5) -> str:

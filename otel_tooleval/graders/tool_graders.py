@@ -13,8 +13,9 @@ import json
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import Annotated, Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, StrictFloat, StrictStr
 
@@ -59,8 +60,9 @@ class ToolGraderParams(BaseModel):
 
 # -- the built-in functions ---------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Verdict:
+class _Verdict(NamedTuple):
+    """A function's verdict (a named tuple: one is built per grade)."""
+
     ok: bool
     says: str                   # "exactly matches the ground truth{gt}", without a subject
     details: Mapping[str, Any]
@@ -70,9 +72,12 @@ def _exact_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     if extractor.writes_json:
         # Arguments JSON is our own serialisation: compare values, not key order or spacing.
-        mine, theirs = _json_or_none(text), _json_or_none(truth)
-        if mine is not _NOT_JSON and theirs is not _NOT_JSON and isinstance(
-                theirs, (dict, list)):
+        theirs = _truth_json(truth)
+        if theirs.__class__ is dict or theirs.__class__ is list:
+            mine = _json_or_none(text)
+        else:
+            mine = _NOT_JSON
+        if mine is not _NOT_JSON:
             ok = _same_json(mine, theirs)
             return _Verdict(ok, "equals the ground truth{gt} as JSON" if ok
                             else "does not equal the ground truth{gt} as JSON", {"compared": "json"})
@@ -128,17 +133,42 @@ BUILTIN_FUNCTIONS: Mapping[str, _Builtin] = {
 }
 
 _NOT_JSON: Any = object()
+# json.loads without its wrapper calls: the decoder's scanner on the text without the JSON
+# whitespace around it (json.loads allows exactly that whitespace, and nothing after).
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_JSON_SPACE = " \t\n\r"
 
 
 def _json_or_none(text: str) -> Any:
+    """``json.loads(text)``, or ``_NOT_JSON`` where it raises."""
+    text = text.strip(_JSON_SPACE)
     try:
-        return json.loads(text)
-    except ValueError:
+        value, end = _SCAN(text, 0)
+    except (StopIteration, ValueError):     # as json.loads, a RecursionError goes through
         return _NOT_JSON
+    return value if end == len(text) else _NOT_JSON
+
+
+@lru_cache(maxsize=256)
+def _truth_json(truth: str) -> Any:
+    """``_json_or_none`` of a ground truth, kept: the config's is the same text every run.
+    (Callers only read the value.)"""
+    return _json_or_none(truth)
 
 
 def _same_json(a: Any, b: Any) -> bool:
     """Equal JSON values: no coercion (``"1"`` != ``1``, ``true`` != ``1``), but ``1`` == ``1.0``."""
+    cls = a.__class__
+    if cls is b.__class__:      # the common cases first, without the checks below
+        if cls is str or cls is int or cls is float:
+            return bool(a == b)
+        if cls is dict:
+            if a.keys() != b.keys():
+                return False
+            for k, v in a.items():
+                if not _same_json(v, b[k]):
+                    return False
+            return True
     if isinstance(a, bool) or isinstance(b, bool):
         return type(a) is type(b) and a == b
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):
@@ -152,10 +182,12 @@ def _same_json(a: Any, b: Any) -> bool:
 
 # -- the grader ---------------------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Truth:
+class _Truth(NamedTuple):
     text: str | None
     origin: str | None          # "config" or "attribute"
+
+
+_NO_TRUTH = _Truth(None, None)
 
 
 def _shown(value: str, limit: int = 200) -> str:
@@ -180,6 +212,8 @@ class ToolGrader:
         self.include_values = include_values
         self.ground_truth_attribute = ground_truth_attribute
         self.threshold = float(params.threshold)
+        self.config_truth = (_NO_TRUTH if params.ground_truth is None
+                             else _Truth(params.ground_truth, "config"))
 
     @property
     def names_calls(self) -> bool:
@@ -201,9 +235,7 @@ class ToolGrader:
             text = text_of(value)
             if text.strip():
                 return _Truth(text, "attribute")
-        if self.params.ground_truth is not None:
-            return _Truth(self.params.ground_truth, "config")
-        return _Truth(None, None)
+        return self.config_truth
 
     def _details(self, extraction: Extraction, truth: _Truth) -> dict[str, Any]:
         details: dict[str, Any] = {
@@ -231,7 +263,7 @@ class ToolGrader:
         return "from the config"
 
     def _grade_builtin(self, run: AgentRun, fn: _Builtin) -> GradeResult:
-        truth = self._truth(run) if fn.needs_ground_truth else _Truth(None, None)
+        truth = self._truth(run) if fn.needs_ground_truth else _NO_TRUTH
         if fn.needs_ground_truth and truth.text is None:
             raise GradingConfigError(
                 f"No ground truth for this run: {self.params.function} needs the root-span "

@@ -11,9 +11,10 @@ from __future__ import annotations
 import datetime
 import json
 import math
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
+from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import Annotated, Any, Literal
 
@@ -30,7 +31,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
-from ..violations import violation
+from ..violations import violations
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = ["ExpectedCall", "ToolTrajectoryGrader", "ToolTrajectoryParams", "args_match"]
@@ -171,6 +172,13 @@ class _Entry:
     tool: str
     args: dict[str, Any] | None
     limit: float | None
+    #: ``args`` as ``json.dumps`` writes it by default, when a call recording exactly that text
+    #: is sure to match (``_args_text``): one string comparison instead of decoding the call's
+    #: arguments. None when no such shortcut exists.
+    text: str | None = field(default=None, init=False, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "text", _args_text(self.args))
 
     @property
     def what(self) -> str:
@@ -187,6 +195,10 @@ class _Entry:
         """The arguments part of ``matches``, for a call of this entry's tool."""
         if self.args is None:
             return True
+        raw = call.raw_arguments
+        if raw.__class__ is str and raw == self.text and (
+                call.envelope is None or call.envelope.arguments_from is None):
+            return True
         # A span that recorded no arguments stands for a call with no arguments.
         actual = call.arguments
         return args_match(self.args, {} if actual is None else actual)
@@ -199,6 +211,23 @@ class _Entry:
         if duration is None:
             return 1, 0
         return 0, int(duration <= self.limit)
+
+
+def _args_text(args: Mapping[str, Any] | None) -> str | None:
+    """The text whose decoding is sure to match ``args``: ``json.dumps(args)``.
+
+    Decoding it gives back ``args`` itself (JSON values only, string keys: the config's
+    validator saw to that), and ``args_match`` holds for equal values, unless the decoder
+    unwraps it as a framework envelope (an object with a ``kwargs`` or ``type`` key), which
+    then gets no shortcut. Agents written in Python record ``json.dumps`` text more often
+    than not, so a matching call is usually found without decoding its arguments.
+    """
+    if args is None or "kwargs" in args or "type" in args:
+        return None
+    try:
+        return json.dumps(args)
+    except (TypeError, ValueError):
+        return None
 
 
 # -- in_order: the largest ordered matching, best score among those -------------------------------
@@ -269,11 +298,20 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     Without latency limits every largest matching scores the same (hits / entries), so only
     the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
     ``_in_order_settled`` would. With limits the choice weighs latency hits and neutral aspects
-    too, which a length-only recurrence cannot see: those configs keep the column DPs below.
+    too, which a length-only recurrence cannot see: those go through the sparse DPs over the
+    matching (entry, call) pairs (``_sparse_settled``, ``_sparse_fronts``), the same matching
+    as the column DPs below, which remain for runs where the pairs would be too many (entries
+    without args, or whose args have no scalar value to index, against many calls of their tool).
     """
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
-    if not any(map(_PENDING, calls)):
+    pending = any(map(_PENDING, calls))
+    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)))
+    if pairs is not None:
+        if pending:
+            return _sparse_fronts(entries, calls, pairs)
+        return _sparse_settled(entries, calls, pairs)
+    if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
 
@@ -441,7 +479,264 @@ def _in_order_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     return matched
 
 
-_TALLIES = {"hit": "hits", "miss": "misses", "neutral": "neutral"}
+# -- in_order with latency limits, sparse ----------------------------------------------------------
+#
+# The column DPs above keep, for every prefix of the entries, the first best state in the order
+# (call, entry) of the pair that made it: a state changes only where a pair strictly improves
+# it, calls in order and a call's entries in ascending order. So the state of a prefix is the
+# first best over the pairs (entry k, call j) with k inside it, where a pair's value extends the
+# state of the prefix before k as it stood before call j. Only the matching pairs are visited:
+# candidate entries come from an index by tool and by one scalar argument of the entry (a
+# partial match needs that very value in the call), and the column is kept as its steps (it
+# only grows along the entries), read for all of a call's pairs before they are written.
+# O(r log E) in the number r of matching pairs (plus list moves in C) instead of O(E) per
+# matching call.
+
+_SCALAR = (str, int, float, bool, type(None))
+_ABSENT = object()
+_INDEX = attrgetter("index")
+_Pairs = list[tuple[int, list[_Entry]]]
+_Group = tuple[dict[str, Any] | None, list[_Entry]]     # entries with equal args
+
+
+def _pair_budget(entries: int, calls: int) -> int:
+    """Most candidate pairs for which the sparse DPs beat the column DPs.
+
+    A pair costs two bisections and a few list moves where the column DPs pay one short step
+    per entry of the call's tool and a column copy: past about E x calls / 8 pairs, the
+    candidates are nearly all the entries of the tool and the columns win.
+    """
+    return max(4 * (entries + calls), entries * calls // 8)
+
+
+def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
+                    budget: int) -> _Pairs | None:
+    """(call index, its matching entries in ascending order) for every call some entry
+    matches; None once the candidates examined exceed ``budget``.
+
+    An entry whose args hold a scalar at the top level can only match calls with that very
+    value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
+    hash agree with it or are looser, as in ``True == 1``, and every candidate is confirmed),
+    so entries are filed under the key of theirs that the fewest entries of their tool share.
+    The others (no args, or only nested values) are candidates for every call of their tool.
+    Entries with equal args form one group, confirmed once per call.
+    """
+    index: dict[str, dict[str, dict[Any, list[_Group]]]] = {}
+    loose: dict[str, list[_Group]] = {}
+    for tool, group in by_tool.items():
+        groups: dict[Any, _Group] = {}
+        for e in group:
+            same = _flat_key(e.args)
+            made = groups.get(("entry", e.index) if same is None else same)
+            if made is None:
+                groups[("entry", e.index) if same is None else same] = (e.args, [e])
+            else:
+                made[1].append(e)
+        scalars = {id(made): [item for item in made[0].items() if isinstance(item[1], _SCALAR)]
+                   for made in groups.values() if made[0]}
+        shared = Counter(item for items in scalars.values() for item in items)
+        for made in groups.values():
+            items = scalars.get(id(made))
+            if not items:
+                loose.setdefault(tool, []).append(made)
+                continue
+            key, value = min(items, key=shared.__getitem__)
+            index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
+    counts = Counter(call.name for call in calls)
+    if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
+           for tool, groups_of in loose.items()) > budget:
+        return None
+    pairs: _Pairs = []
+    examined = 0
+    for j, call in enumerate(calls):
+        tool = call.name
+        candidates: list[_Group] = []
+        keyed = index.get(tool)
+        actual = call.arguments
+        if actual is None:
+            actual = {}     # a span that recorded no arguments: a call with none
+        if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
+            for key, buckets in keyed.items():
+                value = actual.get(key, _ABSENT)
+                if value is not _ABSENT and isinstance(value, _SCALAR):
+                    candidates += buckets.get(value, ())
+        candidates += loose.get(tool, ())
+        found: list[_Entry] = []
+        for args, entries in candidates:
+            examined += len(entries)
+            if args is None or args_match(args, actual):
+                found += entries
+        if examined > budget:
+            return None
+        if found:
+            if len(candidates) > 1:
+                found.sort(key=_INDEX)
+            pairs.append((j, found))
+    return pairs
+
+
+def _flat_key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
+    """Equal for args that match the same calls: flat scalars, compared with their types
+    (``True == 1`` to Python, not to ``args_match``); None for nested ones."""
+    if args is None:
+        return (None,)          # not (): {} does not match a call whose arguments are text
+    key: list[Any] = []
+    for name, value in args.items():
+        if not isinstance(value, _SCALAR):
+            return None
+        key += (name, value.__class__, value)
+    return tuple(key)
+
+
+def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                    pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_settled``'s matching from the matching pairs only.
+
+    A state is one int: its key (hits * (E + 1) + latency hits) times ``width``, plus a
+    tie-break that is larger for an earlier call, then a smaller entry (the pair that made it),
+    so the first best is simply the largest. The column, the best state of every prefix of
+    the entries, only grows along the entries: it is kept as its steps, ``starts`` (ascending
+    prefix lengths) with strictly ascending ``values``. A pair raising the prefixes from k + 1
+    on replaces the steps it exceeds, each removed once.
+    """
+    n, m = len(entries), len(calls)
+    scale = n + 1
+    width = (m + 1) * scale
+    starts, values = [0], [0]
+    paths: list[_Path] = [None]
+    for j, found in pairs:
+        duration = calls[j].duration_ms
+        tie = (m - j) * scale + n
+        made = []
+        for e in found:                     # all read before any is written: one call each
+            k = e.index
+            at = bisect_right(starts, k) - 1
+            key = values[at] // width + scale
+            if e.limit is not None and duration is not None and duration <= e.limit:
+                key += 1
+            made.append((k + 1, key * width + tie - k, (k, j, paths[at])))
+        for first, value, step in made:
+            at = bisect_right(starts, first) - 1
+            if values[at] >= value:
+                continue
+            if starts[at] != first:
+                at += 1
+            end = bisect_left(values, value, at)
+            starts[at:end] = (first,)
+            values[at:end] = (value,)
+            paths[at:end] = (step,)
+    matched: dict[int, ToolCall] = {}
+    path = paths[-1]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
+
+
+def _earlier(a: _Option, b: _Option) -> bool:
+    """Whether ``a``'s last pair comes first in (call, entry) order."""
+    pa, pb = a[2], b[2]
+    if pa is None or pb is None:
+        return pb is not None or pa is None
+    return (pa[1], pa[0]) < (pb[1], pb[0])
+
+
+def _merge(a: _State, b: _State) -> _State:
+    """The combination of two prefix states: the most hits, then the Pareto front of their
+    options; of two options with equal aspects, the one whose last pair comes first. ``a``
+    itself when nothing of ``b`` enters it."""
+    if a is b:
+        return a
+    if a[0] != b[0]:
+        return a if a[0] > b[0] else b
+    fa, fb = a[1], b[1]
+    if len(fa) == 1 and len(fb) == 1:
+        (na, la, _), (nb, lb, _) = fa[0], fb[0]
+        if na == nb and la == lb:
+            return a if _earlier(fa[0], fb[0]) else b
+        if na >= nb and la >= lb:
+            return a
+        if nb >= na and lb >= la:
+            return b
+    points: dict[tuple[int, int], _Option] = {}
+    for option in fa + fb:
+        point = option[0], option[1]
+        other = points.get(point)
+        if other is None or _earlier(option, other):
+            points[point] = option
+    front = _front(list(points.values()))
+    if len(front) == len(fa) and all(x is y for x, y in zip(front, fa)):
+        return a
+    return a[0], front
+
+
+def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
+                   pairs: _Pairs) -> dict[int, ToolCall]:
+    """``_in_order_fronts``'s matching from the matching pairs only.
+
+    The column is kept as its steps, as in ``_sparse_settled``; a prefix state is the merge
+    (``_merge``, order-free) of the pairs inside it. A new pair's state merges into the steps
+    from k + 1 on and stops at the first one it leaves unchanged: every later step holds the
+    options that absorbed it there, or better ones.
+    """
+    n = len(entries)
+    starts = [0]
+    states: list[_State] = [(0, ((0, 0, None),))]
+    for j, found in pairs:
+        duration = calls[j].duration_ms
+        made: list[tuple[int, _State]] = []
+        for e in found:
+            k = e.index
+            hits, front = states[bisect_right(starts, k) - 1]
+            if e.limit is None:
+                neutral = hit = 0
+            elif duration is None:
+                neutral, hit = 1, 0
+            else:
+                neutral, hit = 0, int(duration <= e.limit)
+            if len(front) == 1:
+                n0, h0, rest = front[0]
+                made.append((k + 1, (hits + 1, ((n0 + neutral, h0 + hit, (k, j, rest)),))))
+            else:
+                made.append((k + 1, _extend((hits, front), k, j, neutral, hit)))
+        for first, state in made:
+            at = bisect_right(starts, first) - 1
+            merged = _merge(states[at], state)
+            if merged is states[at]:
+                continue
+            if starts[at] != first:         # split the step at first
+                at += 1
+                starts.insert(at, first)
+                states.insert(at, merged)
+            else:
+                states[at] = merged
+            end, hits = at + 1, state[0]
+            while end < len(states) and states[end][0] < hits:
+                end += 1                    # fewer hits: the new state replaces them whole
+            del starts[at + 1:end], states[at + 1:end]
+            end = at + 1
+            while end < len(states):        # as many hits: merged, until one absorbs it
+                now = states[end]
+                merged = _merge(now, state)
+                if merged is now:
+                    break
+                if merged is state and states[end - 1] is state:
+                    del starts[end], states[end]
+                else:
+                    states[end] = merged
+                    end += 1
+    hits, front = states[-1]
+    aspects = n + sum(1 for e in entries if e.limit is not None)
+    chosen = front[0]
+    for option in front[1:]:
+        if (hits + option[1]) * (aspects - chosen[0]) > (hits + chosen[1]) * (aspects - option[0]):
+            chosen = option
+    matched: dict[int, ToolCall] = {}
+    path = chosen[2]
+    while path is not None:
+        entry_index, call_index, path = path
+        matched[entry_index] = calls[call_index]
+    return matched
 
 
 class ToolTrajectoryGrader:
@@ -450,6 +745,10 @@ class ToolTrajectoryGrader:
     Violations: in ``exact`` mode the calls out of place (another tool, or other arguments,
     than the entry at their position) and the calls beyond the expected ones; in both sequence
     modes a matched call over its ``max_duration_ms``.
+
+    The result's ``details`` list every entry, so a grade builds one row per entry; everything
+    else is kept to what the run needs: explanations from counts and the first few items
+    (``_LISTED``), violation reasons formatted once per entry and kept.
     """
 
     type = TYPE
@@ -463,28 +762,30 @@ class ToolTrajectoryGrader:
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
         self.by_tool = _by_tool(self.entries)
+        self.exact = params.mode == "exact"
+        self.threshold = params.threshold
+        self._templates = self._row_templates()
+        self._limited = [e.limit is not None for e in self.entries]
+        # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
+        self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
 
     def grade(self, run: AgentRun) -> GradeResult:
         if self.params.mode == "any_order":
-            score, summary, details = self._any_order(run.calls)
+            score, summary, details = self._any_order(run)
         else:
             score, summary, details = self._sequence(run.calls)
-        threshold = self.params.threshold
+        threshold = self.threshold
         passed = score >= threshold
         if threshold < 1.0:
             summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
-        return GradeResult(
-            name=self.name, type=TYPE, score=score, passed=passed,
-            label="pass" if passed else "fail", explanation=summary,
-            details={"mode": self.params.mode, "threshold": threshold, **details},
-        )
+        return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
+                           summary, details)
 
-    def _any_order(self, calls: Sequence[ToolCall]
-                   ) -> tuple[float, str, dict[str, Any]]:
+    def _any_order(self, run: AgentRun) -> tuple[float, str, dict[str, Any]]:
         minimums = self.params.minimums or {}
         completed: dict[str, list[int]] = {tool: [] for tool in minimums}
         pending: dict[str, int] = dict.fromkeys(minimums, 0)
-        for call in calls:
+        for call in run.calls:
             positions = completed.get(call.name)
             if positions is None:
                 continue
@@ -492,129 +793,254 @@ class ToolTrajectoryGrader:
                 pending[call.name] += 1
             else:
                 positions.append(call.index)
-        tools = [{"tool": tool, "minimum": minimum, "count": len(completed[tool]),
-                  "met": len(completed[tool]) >= minimum, "calls": completed[tool],
-                  "pending": pending[tool]} for tool, minimum in minimums.items()]
-        met = sum(1 for t in tools if t["met"])
-        short = [f"{t['tool']} ({t['count']} of {t['minimum']})" for t in tools if not t["met"]]
+        tools = []
+        short: list[str] = []
+        for tool, minimum in minimums.items():
+            positions = completed[tool]
+            count = len(positions)
+            if count < minimum:
+                short.append(f"{tool} ({count} of {minimum})")
+            tools.append({"tool": tool, "minimum": minimum, "count": count,
+                          "met": count >= minimum, "calls": positions, "pending": pending[tool]})
+        total = len(tools)
+        met = total - len(short)
         if not short:
-            summary = f"All {len(tools)} tools met their minimum counts of completed calls."
+            summary = f"All {total} tools met their minimum counts of completed calls."
         else:
-            summary = (f"{len(short)} of {len(tools)} tools below their minimum count of "
+            summary = (f"{len(short)} of {total} tools below their minimum count of "
                        f"completed calls: {_listing(short)}.")
-        return met / len(tools), summary, {"tools": tools, "met": met, "total": len(tools)}
+        return met / total, summary, {"mode": "any_order", "threshold": self.threshold,
+                                      "tools": tools, "met": met, "total": total}
+
+    def _reason(self, e: _Entry) -> tuple[str, str, str]:
+        reasons = self._reasons[e.index]
+        if reasons is None:
+            tool = repr(e.tool)
+            slow = "" if e.limit is None else (f"over the {e.limit:g} ms limit of entry "
+                                              f"{e.index} ({tool})")
+            reasons = self._reasons[e.index] = (
+                f"another tool than entry {e.index} ({tool})",
+                f"arguments differ from entry {e.index} ({tool})", slow)
+        return reasons
 
     def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
-        exact = self.params.mode == "exact"
-        if exact:
-            matched = {e.index: calls[e.index] for e in self.entries
-                       if e.index < len(calls) and e.matches(calls[e.index])}
+        """Both sequence modes: the rows, the tallies and violations, then the explanation."""
+        tally = _Tally()
+        if self.exact:
+            rows = self._exact_rows(calls, tally)
         else:
-            matched = _in_order(self.entries, calls, self.by_tool)
-        rows = []
-        latency = {"assertions": 0, "hits": 0, "misses": 0, "neutral": 0}
-        slow: list[str] = []
-        for e in self.entries:
-            call = matched.get(e.index)
-            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
-                                   "args_checked": e.args is not None,
-                                   "call": None if call is None else call.index}
-            if exact:
-                actual = calls[e.index] if e.index < len(calls) else None
-                row["actual_tool"] = None if actual is None else actual.name
-            if e.limit is not None:
-                latency["assertions"] += 1
-                row["max_duration_ms"] = e.limit
-                duration = row["duration_ms"] = None if call is None else call.duration_ms
-                if call is None:
-                    verdict = "miss"
-                elif duration is None:
-                    verdict = "neutral"
-                elif duration <= e.limit:
-                    verdict = "hit"
-                else:
-                    verdict = "miss"
-                    slow.append(f"{e.label} at call #{call.index}")
-                latency[_TALLIES[verdict]] += 1
-                row["latency"] = verdict
-            if self.include_values:
-                row["expected_args"] = e.args
-                row["arguments"] = None if call is None else call.arguments
-            rows.append(row)
-        hits = len(matched)
-        extra = [c.index for c in calls[len(self.entries):]] if exact else []
-        sequence_aspects = max(len(self.entries), len(calls)) if exact else len(self.entries)
-        aspects = sequence_aspects + latency["assertions"] - latency["neutral"]
-        score = (hits + latency["hits"]) / aspects
+            rows = self._in_order_rows(calls, tally)
+        entries = self.entries
+        total = len(entries)
+        n_calls = len(calls)
+        hits = tally.hits
+        exact = self.exact
+        sequence_aspects = max(total, n_calls) if exact else total
+        aspects = sequence_aspects + tally.assertions - tally.neutral
+        score = (hits + tally.latency_hits) / aspects
         details: dict[str, Any] = {
-            "hits": hits, "expected": len(self.entries), "actual": len(calls),
-            "aspects": aspects, "latency": latency, "entries": rows,
+            "mode": self.params.mode, "threshold": self.threshold,
+            "hits": hits, "expected": total, "actual": n_calls, "aspects": aspects,
+            "latency": {"assertions": tally.assertions, "hits": tally.latency_hits,
+                        "misses": tally.misses, "neutral": tally.neutral},
+            "entries": rows,
         }
-        if exact:
-            details["extra_calls"] = extra
-        offending = self._violations(calls, rows, exact)
-        if offending:
-            details["violations"] = offending
-        return score, self._explain(rows, hits, exact, extra, slow, latency), details
-
-    def _violations(self, calls: Sequence[ToolCall], rows: Sequence[Mapping[str, Any]],
-                    exact: bool) -> list[dict[str, Any]]:
-        out = []
-        for e, row in zip(self.entries, rows):
-            if row.get("latency") == "miss" and row["call"] is not None:
-                out.append(violation(calls[row["call"]],
-                                     f"over the {e.limit:g} ms limit of entry {e.index} "
-                                     f"({e.tool!r})"))
-            elif exact and row["call"] is None and row["actual_tool"] is not None:
-                what = ("arguments differ from" if row["actual_tool"] == e.tool
-                        else "another tool than")
-                out.append(violation(calls[e.index], f"{what} entry {e.index} ({e.tool!r})"))
-        if exact:
-            n = len(self.entries)
-            out.extend(violation(c, f"extra call beyond the {n} expected") for c in calls[n:])
-        return out
-
-    def _explain(self, rows: list[dict[str, Any]], hits: int, exact: bool, extra: list[int],
-                 slow: list[str], latency: Mapping[str, int]) -> str:
-        total = len(self.entries)
-        missed = [e for e, row in zip(self.entries, rows) if row["call"] is None]
+        offending = tally.violations
         problems: list[str] = []
         if exact:
-            wrong = [f"position {e.index} expected {e.what}, got {_got(e, row['actual_tool'])}"
-                     for e, row in zip(self.entries, rows)
-                     if row["call"] is None and row["actual_tool"] is not None]
-            absent = [e.label for e, row in zip(self.entries, rows) if row["actual_tool"] is None]
-            if wrong:
-                problems.append(_listing(wrong))
-            if absent:
-                problems.append(f"missing {_listing(absent)}")
-            if extra:
-                problems.append(f"{len(extra)} extra call(s) at "
-                                f"{_listing([f'#{i}' for i in extra])}")
+            beyond = calls[total:]
+            details["extra_calls"] = list(map(_INDEX, beyond))
+            if beyond:
+                offending.extend(violations(
+                    (c, f"extra call beyond the {total} expected") for c in beyond))
+            if tally.unmatched_n:
+                problems.append(_bounded(tally.unmatched, tally.unmatched_n))
+            if total > n_calls:
+                problems.append("missing " + _bounded(
+                    [e.label for e in entries[n_calls:n_calls + _LISTED]], total - n_calls))
+            if beyond:
+                problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
+                    [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
             head = f"{hits} of {total} expected calls in place"
         else:
-            if missed:
-                problems.append(f"no in-order match for {_listing([e.label for e in missed])}")
+            if tally.unmatched_n:
+                problems.append("no in-order match for "
+                                + _bounded(tally.unmatched, tally.unmatched_n))
             head = f"{hits} of {total} expected calls matched in order"
-        if slow:
-            problems.append(f"over the latency limit: {_listing(slow)}")
-        if latency["neutral"]:
-            problems.append(f"{latency['neutral']} latency check(s) left out: matched call "
-                            "still pending")
+        if offending:
+            details["violations"] = offending
+        if tally.slow_n:
+            problems.append(f"over the latency limit: {_bounded(tally.slow, tally.slow_n)}")
+        if tally.neutral:
+            problems.append(f"{tally.neutral} latency check(s) left out: matched call still "
+                            "pending")
         if not problems:
-            tail = ", all latency limits met" if latency["assertions"] else ""
-            return f"All {total} expected calls {'in place' if exact else 'matched in order'}" \
-                   f"{tail}."
-        return f"{head}; " + "; ".join(problems) + "."
+            tail = ", all latency limits met" if tally.assertions else ""
+            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
+                       f"{tail}.")
+        else:
+            summary = f"{head}; " + "; ".join(problems) + "."
+        return score, summary, details
+
+    def _exact_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``exact`` mode: each entry against the call at its position."""
+        include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
+        rows = []
+        hits = assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template, call in zip(self.entries, self._templates, calls):
+            i, tool, limit = e.index, e.tool, e.limit
+            name = call.name
+            matched = name == tool and (e.args is None or e.args_hold(call))
+            row = template.copy()
+            row["actual_tool"] = name
+            if matched:
+                hits += 1
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+            if limit is not None:
+                assertions += 1
+                if not matched:
+                    misses += 1
+                else:
+                    end = call.end_ns        # ToolCall.duration_ms, in line
+                    duration = row["duration_ms"] = None if call.pending or end is None else (
+                        (end - call.start_ns) / 1e6)
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        latency_hits += 1
+                    else:
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        # violations.violation, in line: one per slow or misplaced call.
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": name, "reason": why[2]})
+            if not matched:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(f"position {i} expected {e.what}, "
+                                           f"got {_got(e, name)}")
+                why = reasons[i] or self._reason(e)
+                out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                            if call.span_id else None, "tool": name,
+                            "reason": why[name == tool]})
+            rows.append(row)
+        beyond = self._templates[len(calls):]   # entries without a call at their position
+        if beyond:
+            rows.extend(template.copy() for template in beyond)
+            limited = self._limited[len(calls):]
+            assertions += sum(limited)
+            misses += sum(limited)
+        tally.add(hits, assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _in_order_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
+        """Rows of ``in_order`` mode, from the best largest in-order matching."""
+        matched = _in_order(self.entries, calls, self.by_tool)
+        get = matched.get
+        include_values = self.include_values
+        reasons = self._reasons
+        out = tally.violations
+        rows = []
+        assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
+        for e, template in zip(self.entries, self._templates):
+            i, limit = e.index, e.limit
+            call = get(i)
+            row = template.copy()
+            if call is None:
+                unmatched_n += 1
+                if unmatched_n <= _LISTED:
+                    tally.unmatched.append(e.label)
+                if limit is not None:
+                    assertions += 1
+                    misses += 1
+            else:
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+                if limit is not None:
+                    assertions += 1
+                    duration = row["duration_ms"] = call.duration_ms
+                    if duration is None:
+                        row["latency"] = "neutral"
+                        neutral += 1
+                    elif duration <= limit:
+                        row["latency"] = "hit"
+                        latency_hits += 1
+                    else:
+                        misses += 1
+                        slow_n += 1
+                        if slow_n <= _LISTED:
+                            tally.slow.append(f"{e.label} at call #{call.index}")
+                        why = reasons[i] or self._reason(e)
+                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                                    if call.span_id else None, "tool": call.name,
+                                    "reason": why[2]})
+            rows.append(row)
+        tally.add(len(matched), assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
+        return rows
+
+    def _row_templates(self) -> tuple[dict[str, Any], ...]:
+        """Each entry's row as it reads without a matching call, in the order of its keys:
+        a grade copies it and sets what the run changes (a dict copy costs a third of
+        building the row anew)."""
+        templates = []
+        for e in self.entries:
+            row: dict[str, Any] = {"index": e.index, "tool": e.tool,
+                                   "args_checked": e.args is not None, "call": None}
+            if self.exact:
+                row["actual_tool"] = None
+            if e.limit is not None:
+                row.update(max_duration_ms=e.limit, duration_ms=None, latency="miss")
+            if self.include_values:
+                row.update(expected_args=e.args, arguments=None)
+            templates.append(row)
+        return tuple(templates)
+
+
+class _Tally:
+    """What a sequence mode's rows add up to, for the details and the explanation."""
+
+    __slots__ = ("assertions", "hits", "latency_hits", "misses", "neutral", "slow", "slow_n",
+                 "unmatched", "unmatched_n", "violations")
+
+    def __init__(self) -> None:
+        self.slow: list[str] = []            # the first _LISTED of slow_n
+        self.unmatched: list[str] = []       # the first _LISTED of unmatched_n
+        self.violations: list[dict[str, Any]] = []
+
+    def add(self, hits: int, assertions: int, latency_hits: int, misses: int, neutral: int,
+            slow_n: int, unmatched_n: int) -> None:
+        self.hits, self.assertions, self.latency_hits = hits, assertions, latency_hits
+        self.misses, self.neutral = misses, neutral
+        self.slow_n, self.unmatched_n = slow_n, unmatched_n
+
+
+_INDEX = attrgetter("index")
+#: How many items an explanation names before "and N more".
+_LISTED = 3
 
 
 def _got(entry: _Entry, actual: str) -> str:
     return f"{actual} with other args" if actual == entry.tool else actual
 
 
-def _listing(items: Sequence[str], limit: int = 3) -> str:
-    shown = ", ".join(items[:limit])
-    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+def _listing(items: Sequence[str], limit: int = _LISTED) -> str:
+    return _bounded(items[:limit], len(items), limit)
+
+
+def _bounded(first: Sequence[str], total: int, limit: int = _LISTED) -> str:
+    """``first`` (the first ``limit`` of ``total`` items) and how many more there are."""
+    shown = ", ".join(first)
+    return shown + (f" and {total - limit} more" if total > limit else "")
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolTrajectoryGrader:

@@ -125,6 +125,8 @@ def _session_text(report: SessionReport, paint: _Paint) -> str:
     """A session's lines: its key, agent, runs and each session grader's verdict."""
     agent = one_line(report.agent) if report.agent is not None else "(unnamed)"
     dropped = f" ({report.dropped_calls} dropped)" if report.dropped_calls else ""
+    if report.dropped_runs:
+        dropped += f" ({report.dropped_runs} run(s) not kept)"
     header = (f"  {paint.verdict(report.passed)}  "
               f"{one_line(report.key.attribute)}={paint(one_line(report.key.value), 'bold')}  "
               f"agent={agent}  runs={len(report.runs)}  calls={report.tool_calls}{dropped}  "

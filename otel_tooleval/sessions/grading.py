@@ -40,4 +40,5 @@ def grade_session(session: Session, config: ToolEvalConfig) -> SessionReport | N
 
     results = grade_with(entries, agent, grade_one, config)
     return SessionReport(session.key, agent, tuple(runs), tuple(results),
-                         sum(r.dropped_calls for r in runs), session.ended)
+                         sum(r.dropped_calls for r in runs), session.ended,
+                         session.dropped_runs)

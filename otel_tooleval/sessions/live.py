@@ -73,11 +73,13 @@ class LiveSessions:
 
     def add(self, key: Any, run: AgentRun, resource: Any) -> None:
         """File a graded run (grading thread); sessions this evicts are graded now."""
-        before = self.open.counts["dropped.max_session_calls"]
+        counts = self.open.counts
+        calls, runs = counts["dropped.max_session_calls"], counts["dropped.max_session_runs"]
         evicted = self.open.add(key, run, resource)
-        over = self.open.counts["dropped.max_session_calls"] - before
-        if over:
-            self._drop("max_session_calls", over)
+        for reason, before in (("max_session_calls", calls), ("max_session_runs", runs)):
+            over = counts["dropped." + reason] - before
+            if over:
+                self._drop(reason, over)
         if evicted:
             self._drop("max_open_sessions", len(evicted))
         for session in evicted:

@@ -87,6 +87,7 @@ class Session:
     last_seen: float = 0.0
     resource: Any = None
     ended: str = ""
+    dropped_runs: int = 0
 
     @property
     def agent(self) -> str | None:
@@ -147,6 +148,7 @@ class SessionReport(ResultsVerdict):
     results: tuple[GradeResult, ...]
     dropped_calls: int = 0
     ended: str = ""
+    dropped_runs: int = 0
 
     @property
     def tool_calls(self) -> int:
@@ -164,6 +166,7 @@ class SessionReport(ResultsVerdict):
             "runs": len(self.runs),
             "tool_calls": self.tool_calls,
             "dropped_calls": self.dropped_calls,
+            "dropped_runs": self.dropped_runs,
             "traces": [format(r.trace_id, "032x") for r in self.runs[:_TRACES_LISTED]],
             "passed": self.passed,
             "results": [r.to_dict() for r in self.results],

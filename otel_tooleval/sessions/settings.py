@@ -36,3 +36,6 @@ class SessionsConfig(BaseModel):
     max_session_calls: int = Field(
         default=10_000, ge=1, description="tool calls kept per session; later calls are "
                                           "dropped (counted)")
+    max_session_runs: int = Field(
+        default=10_000, ge=1, description="runs kept per session; later runs are dropped "
+                                          "(counted in the session's dropped_runs)")

@@ -5,7 +5,9 @@ it is ended by its key (:meth:`OpenSessions.end`), when everything is taken
 (:meth:`OpenSessions.take_all`: flush, shutdown, the end of ``grade``'s input), or when
 ``max_open_sessions`` are open and a new one starts: then the least recently active one ends
 early (``ended = "evicted"``). A session keeps at most ``max_session_calls`` calls; a run's
-calls past that are dropped and counted in its ``dropped_calls``.
+calls past that are dropped and counted in its ``dropped_calls``, and at most
+``max_session_runs`` runs: a later run of the session is not kept (counted in its
+``dropped_runs``; it still counts as activity for the idle end).
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ class OpenSessions:
     def add(self, key: SessionKey, run: AgentRun, resource: Any = None) -> list[Session]:
         """File ``run`` under its session; returns the sessions this ended early (evicted)."""
         evicted: list[Session] = []
-        limit = self.settings.max_session_calls
+        over = 0
         with self._lock:
             session = self._open.pop(key.value, None)   # re-inserted last: most recent
             if session is None:
@@ -58,13 +60,20 @@ class OpenSessions:
                     evicted.append(old)
                 session = Session(key)
             self._open[key.value] = session
-            kept = compact_run(run, outputs=self.outputs, max_calls=limit - session.calls)
-            session.runs.append(kept)
-            session.calls += len(kept.calls)
             session.last_seen = self._clock()
             if resource is not None:
                 session.resource = resource
-            over = len(run.calls) - len(kept.calls)
+            full = len(session.runs) >= self.settings.max_session_runs
+            if full:
+                session.dropped_runs += 1
+            else:
+                kept = compact_run(run, outputs=self.outputs,
+                                   max_calls=self.settings.max_session_calls - session.calls)
+                session.runs.append(kept)
+                session.calls += len(kept.calls)
+                over = len(run.calls) - len(kept.calls)
+        if full:
+            self.counts["dropped.max_session_runs"] += 1
         if over:
             self.counts["dropped.max_session_calls"] += over
         if evicted:

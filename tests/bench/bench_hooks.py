@@ -2,7 +2,8 @@
 
 A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
-    python tests/bench/bench_hooks.py [--calls 10,50] [--spans 3000] [--repeats 21]
+    python tests/bench/bench_hooks.py [--calls 10,50] [--spans 3000] [--repeats 21] [--guard]
+                                      [--cpu]
 
 The start and end events of agent runs (``bench_overhead``'s workload: GenAI-semconv spans,
 ``--calls`` tool calls per run, five per turn) are captured once from a real ``TracerProvider``
@@ -25,7 +26,9 @@ With ``--guard``, two more replay the same events: ``guard-names``, the same pro
 each of its calls, and ``max_repeats``, which counts the other calls by their argument text).
 No call breaks a rule (the usual case).
 Their cost per tool span, ``(guard - tooleval) x spans / tool spans``, is printed after the
-table: the guard's work happens only for tool spans, plus a kind test at every span's start.
+table: the guard's work happens only for tool spans, plus a test at every span's start
+(``--calls 0``: runs of an agent span and a model-call span only, whose extra per span is
+that test alone).
 
 Grading does not run: the tooleval side gets a stand-in for its grading thread and an unbounded
 queue, so an ended root is queued as usual (the queue is emptied between replays). The figure is
@@ -139,7 +142,8 @@ def replay(processor: SpanProcessor, events: list[Event]) -> None:
             start(span, parent_context=None)
 
 
-def measure(events: list[Event], repeats: int, guard: bool = False) -> dict[str, float]:
+def measure(events: list[Event], repeats: int, guard: bool = False,
+            clock: Callable[[], int] = time.perf_counter_ns) -> dict[str, float]:
     """Median us per span of each processor over ``repeats`` alternating replays."""
     null = Null()
     processors: dict[str, SpanProcessor] = {
@@ -159,9 +163,9 @@ def measure(events: list[Event], repeats: int, guard: bool = False) -> dict[str,
             for name, processor in processors.items():
                 if name in resets:
                     resets[name]()
-                started = time.perf_counter_ns()
+                started = clock()
                 replay(processor, events)
-                samples[name].append((time.perf_counter_ns() - started) / spans / 1000)
+                samples[name].append((clock() - started) / spans / 1000)
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -183,7 +187,11 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
                         help="replays per processor, alternating (default: 21)")
     parser.add_argument("--guard", action="store_true",
                         help="also replay with guard: rules (name rules; all rules)")
+    parser.add_argument("--cpu", action="store_true",
+                        help="time the process's CPU time, not the wall clock (steadier on a "
+                             "loaded machine: time the process waits for a core is left out)")
     args = parser.parse_args(argv)
+    clock = time.process_time_ns if args.cpu else time.perf_counter_ns
     sizes = [int(c) for c in args.calls.split(",") if c]
 
     print(f"python {sys.version.split()[0]}; median of {args.repeats} replays, us per span")
@@ -194,7 +202,7 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
     results: dict[int, dict[str, float]] = {}
     for calls in sizes:
         events = capture(calls, args.spans)
-        figures = measure(events, args.repeats, args.guard)
+        figures = measure(events, args.repeats, args.guard, clock)
         results[calls] = figures
         print(f"{calls:>5}  {len(events) // 2:>6}  {figures['null']:>7.3f}  "
               f"{figures['forward']:>7.3f}  {figures['tooleval']:>8.3f}  "
@@ -205,9 +213,10 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
             spans = Workload(calls, 5).spans_per_run
             for name in ("guard-names", "guard-all"):
                 extra = figures[name] - figures["tooleval"]
-                print(f"{calls:>5} calls  {name:<11}  {extra * spans / calls:>7.3f} per tool span"
-                      f"  ({extra:.3f} per span; tooleval {figures['tooleval']:.3f} -> "
-                      f"{figures[name]:.3f})")
+                what = (f"{extra * spans / calls:>7.3f} per tool span" if calls
+                        else f"{extra:>7.3f} per span (no tool spans)")
+                print(f"{calls:>5} calls  {name:<11}  {what}  ({extra:.3f} per span; tooleval "
+                      f"{figures['tooleval']:.3f} -> {figures[name]:.3f})")
     return results
 
 

@@ -3,6 +3,7 @@
 A standalone script, not a pytest test::
 
     python tests/bench/bench_in_order.py [--sizes 1000,5000,10000] [--before-max 10000]
+    python tests/bench/bench_in_order.py --limits [--sizes 1000,5000,10000] [--variants coding]
 
 For each size n: n expected entries against an edited copy of them as the run's calls (about n
 calls; substitutions, insertions, deletions), over 8 tools, in two variants: ``names``, plain
@@ -14,6 +15,14 @@ ran first would have) now and with the implementation it replaced (kept as the o
 Then the growth for twice the input: now at 2n against n (the rows are n x n bits, so ~4x is
 expected; the per-call Python work of before grew the same way, only ~50-100 times slower), and
 the tracemalloc peak at n and 2n.
+
+``--limits``: entries with latency limits (the sparse DPs, ``_sparse_settled`` and
+``_sparse_fronts``) instead, in a coding agent's shape: calls of six tools with JSON arguments
+that carry an index (files re-read, queries repeated), durations 1-200 ms; the expected list is
+the run's own calls with full ``args`` and ``max_duration_ms: 100``, 5% of them perturbed
+(another argument value or tool), 2% removed and 2% inserted. Variants: ``coding`` (no pending
+call), ``coding+pending`` (1% pending: the Pareto fronts) and ``names+limits`` (plain tool
+entries with limits: no argument to index, so past the pair budget the column DPs remain).
 
 ``--before-max`` caps the sizes at which the old implementation is timed (it takes tens of
 seconds at 10,000 x 10,000). ``main(argv)`` returns the figures as a dict.
@@ -70,14 +79,68 @@ def case(n: int, variant: str, seed: int = 16) -> Case:
     return entries, calls
 
 
+CODING_TOOLS = ("read_file", "search", "write_file", "run_tests", "bash",
+                "mcp__brave__web_search")
+
+
+def coding_args(tool: str, x: int) -> dict[str, Any]:
+    if tool == "read_file":
+        return {"path": f"src/app/mod_{x}.py"}
+    if tool == "search":
+        return {"query": f"def handler_{x}", "glob": "**/*.py"}
+    if tool == "write_file":
+        return {"path": f"src/app/mod_{x}.py", "content": f"x = {x}\n"}
+    if tool == "run_tests":
+        return {"selector": f"tests/test_mod_{x}.py"}
+    if tool == "bash":
+        return {"command": f"ls -la src/app/{x}"}
+    return {"query": f"release notes {x}"}
+
+
+def coding_case(n: int, variant: str, seed: int = 19) -> Case:
+    """n calls of a coding agent and an expected list made of them (``--limits``)."""
+    rng = random.Random(seed)
+    spread = max(n // 20, 3)
+    actual = []
+    for _ in range(n):
+        tool = rng.choice(CODING_TOOLS)
+        actual.append((tool, coding_args(tool, rng.randrange(spread)), rng.randrange(1, 201)))
+    calls = []
+    for j, (tool, args, ms) in enumerate(actual):
+        pending = variant == "coding+pending" and rng.random() < 0.01
+        c = ToolCall(tool, j, raw_arguments=json.dumps(args), pending=pending, start_ns=0,
+                     end_ns=None if pending else ms * 1_000_000)
+        c.arguments   # noqa: B018 - decoded once, before timing
+        calls.append(c)
+    plan: list[tuple[str, dict[str, Any] | None]] = [(tool, args) for tool, args, _ in actual]
+    for i in range(len(plan)):
+        if rng.random() < 0.05:
+            tool = rng.choice(CODING_TOOLS)
+            plan[i] = (tool, coding_args(tool, rng.randrange(spread)))
+    for _ in range(n // 50):
+        del plan[rng.randrange(len(plan))]
+        tool = rng.choice(CODING_TOOLS)
+        plan.insert(rng.randrange(len(plan)), (tool, coding_args(tool, rng.randrange(spread))))
+    entries = [tt._Entry(i, tool, None if variant == "names+limits" else args, 100.0)
+               for i, (tool, args) in enumerate(plan)]
+    return entries, calls
+
+
 def timed(fn: Callable[[], Any], repeat: int) -> tuple[Any, float]:
     """The result and median seconds of ``repeat`` calls."""
-    times, result = [], None
+    return timed_cpu(fn, repeat)[:2]
+
+
+def timed_cpu(fn: Callable[[], Any], repeat: int) -> tuple[Any, float, float]:
+    """The result, median wall seconds and median CPU seconds (this process) of ``repeat``
+    calls: on a shared machine the CPU time shows the cost without the wait for a core."""
+    times, cpu, result = [], [], None
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         result = fn()
         times.append(time.perf_counter() - t0)
-    return result, statistics.median(times)
+        cpu.append(time.process_time() - c0)
+    return result, statistics.median(times), statistics.median(cpu)
 
 
 def peak(fn: Callable[[], Any]) -> int:
@@ -93,23 +156,28 @@ def _chosen(matched: dict[int, ToolCall]) -> dict[int, int]:
     return {k: c.index for k, c in matched.items()}
 
 
-def bench(sizes: Sequence[int], before_max: int, repeat: int) -> list[dict[str, Any]]:
+def bench(sizes: Sequence[int], before_max: int, repeat: int, limits: bool = False,
+          variants: Sequence[str] = ()) -> list[dict[str, Any]]:
     rows = []
-    for variant in ("names", "args"):
+    make = coding_case if limits else case
+    variants = variants or (("coding", "coding+pending", "names+limits") if limits
+                            else ("names", "args"))
+    for variant in variants:
         for n in sizes:
-            entries, calls = case(n, variant)
+            entries, calls = make(n, variant)
             by_tool = tt._by_tool(entries)
 
             now = partial(tt._in_order, entries, calls, by_tool)
-            matched, after = timed(now, repeat)
+            matched, after, after_cpu = timed_cpu(now, repeat)
             row: dict[str, Any] = {"variant": variant, "n": n, "calls": len(calls),
-                                   "hits": len(matched), "after_ms": after * 1000}
+                                   "hits": len(matched), "after_ms": after * 1000,
+                                   "after_cpu_ms": after_cpu * 1000}
             if n <= before_max:
                 old, before = timed(partial(_oracle, entries, calls, by_tool), 1)
                 row["before_ms"] = before * 1000
                 row["ratio"] = before / after
                 row["same"] = _chosen(old) == _chosen(matched)
-            double_entries, double_calls = case(2 * n, variant)
+            double_entries, double_calls = make(2 * n, variant)
             double = partial(tt._in_order, double_entries, double_calls,
                              tt._by_tool(double_entries))
             row["growth"] = timed(double, repeat)[1] / after
@@ -118,8 +186,11 @@ def bench(sizes: Sequence[int], before_max: int, repeat: int) -> list[dict[str, 
             before_text = (f"before {row['before_ms']:,.0f} ms, {row['ratio']:,.0f}x faster, "
                            f"same matching: {row['same']}" if "before_ms" in row
                            else "before: not timed (--before-max)")
+            per_call = row["after_cpu_ms"] * 1000 / max(len(calls), 1)
             print(f"in_order {variant:<5} {n:>6,} x {len(calls):>6,}: {len(matched):,} hits; "
-                  f"after {row['after_ms']:,.1f} ms; {before_text}; twice the input: "
+                  f"after {row['after_ms']:,.1f} ms (CPU {row['after_cpu_ms']:,.1f}; "
+                  f"{per_call:.2f} us CPU per call); "
+                  f"{before_text}; twice the input: "
                   f"{row['growth']:.2f}x the time, peak {row['peak_mib']:.1f} MiB -> "
                   f"{row['peak_growth']:.2f}x", flush=True)
             rows.append(row)
@@ -132,10 +203,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--before-max", type=int, default=10_000,
                         help="largest size at which the old implementation is timed")
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--limits", action="store_true",
+                        help="entries with max_duration_ms, in a coding agent's shape")
+    parser.add_argument("--variants", default="",
+                        help="comma-separated subset of the variants (default: all)")
     opts = parser.parse_args(argv)
     sizes = [int(s) for s in opts.sizes.split(",")]
+    variants = [v for v in opts.variants.split(",") if v]
     print(f"python {sys.version.split()[0]}")
-    rows = bench(sizes, opts.before_max, opts.repeat)
+    rows = bench(sizes, opts.before_max, opts.repeat, opts.limits, variants)
     return {"sizes": sizes, "rows": rows}
 
 

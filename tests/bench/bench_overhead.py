@@ -4,7 +4,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
     python tests/bench/bench_overhead.py [--calls 10,50,500] [--pairs 9] [--spans 12000]
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
-                                         [--grading thread|process]
+                                         [--grading thread|process] [--graders all|one|none]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -14,7 +14,11 @@ everything) behind a ``BatchSpanProcessor``:
   downstream=BatchSpanProcessor(DropExporter()))`` with one grader of every family (``CONFIG``
   below: the families of ``examples/all_families.yaml``, each configured for this workload's
   tools, and the default emission: span events, root attributes, log events and metrics), or
-  the grader config given with ``--config``; graded on a thread (``grading.mode: thread``, the
+  the grader config given with ``--config``, or ``--graders one`` (only ``count``, the
+  tool-call-count grader of ``CONFIG``: one cheap grader) or ``--graders none`` (no grader at
+  all: the config ``ToolEvalSpanProcessor()`` loads without ``TOOLEVAL_CONFIG``, where runs are
+  collected, copied with their ``tooleval.*`` summary and emitted, and nothing is graded: the
+  bookkeeping alone); graded on a thread (``grading.mode: thread``, the
   default) or in a grading process (``--grading process``: before the first measurement, runs
   go through until the grading process is ready, since until then runs are graded on the
   thread, which would be measured as thread mode). Verdicts are tallied from the
@@ -64,6 +68,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 from otel_tooleval import ToolEvalSpanProcessor, load_config
+from otel_tooleval.config import config_from_mapping
 
 TARGET = 1.10
 
@@ -107,6 +112,17 @@ CONFIG: dict[str, Any] = {
             {"name": "bash", "output": "main.py\n__init__.py\n"}]},
     ],
 }
+
+
+def graders_config(which: str) -> Any:
+    """``CONFIG`` (``all``), its tool-call-count grader alone (``one``), or the config with no
+    grader (``none``; ``load_config`` refuses an empty document, the processor's own default
+    without ``TOOLEVAL_CONFIG`` is this one)."""
+    if which == "none":
+        return config_from_mapping({}, allow_no_graders=True)
+    if which == "one":
+        return {"graders": [g for g in CONFIG["graders"] if g["name"] == "count"]}
+    return CONFIG
 
 
 class DropExporter(SpanExporter):
@@ -251,7 +267,8 @@ def build_sides(config: Any, grading: str | None = None) -> tuple[Side, Side, Re
     tool_exporter = DropExporter()
     loaded = load_config(config)
     if grading is not None and loaded.document is not None:
-        loaded = load_config({**loaded.document, "grading": {"mode": grading}})
+        loaded = config_from_mapping({**loaded.document, "grading": {"mode": grading}},
+                                     allow_no_graders=True)
     processor = ToolEvalSpanProcessor(loaded, downstream=BatchSpanProcessor(tool_exporter))
     reports.processor = processor
     tooleval = TracerProvider()
@@ -465,6 +482,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--config", default=None,
                         help="grader config (path or YAML) instead of the built-in one with "
                              "every family")
+    parser.add_argument("--graders", choices=("all", "one", "none"), default="all",
+                        help="without --config: every family (all, the default), only the "
+                             "tool-call-count grader (one), or no grader (none)")
     parser.add_argument("--no-gc", action="store_true",
                         help="disable the cyclic GC in the timed sections")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
@@ -479,14 +499,15 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if min(sizes) < 1 or opts.per_turn < 1 or (opts.runs is not None and opts.runs < 1):
         parser.error("--calls, --per-turn and --runs must be positive")
 
-    config = opts.config if opts.config is not None else CONFIG
+    config = opts.config if opts.config is not None else graders_config(opts.graders)
     bare, tooleval, reports = build_sides(config, opts.grading)
     tooleval.reports = reports
     both = (bare, tooleval)
     loaded = tooleval.processor.config if tooleval.processor else None
     graders = loaded.graders if loaded else ()
     mode = loaded.grading.mode if loaded else "thread"
-    print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders)}; grading: {mode}")
+    print(f"graders: {', '.join(f'{g.name} ({g.type})' for g in graders) or 'none'}; "
+          f"grading: {mode}")
     offload = tooleval.processor._offload if tooleval.processor else None
     if offload is not None:
         ready_s = wait_for_grading_process(tooleval, Workload(min(sizes), opts.per_turn))

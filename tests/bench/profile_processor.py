@@ -4,8 +4,10 @@ A standalone script, not a pytest test::
 
     python tests/bench/profile_processor.py [--calls 50] [--runs 300] [--repeat 5] [--top 25]
                                             [--cprofile app|grading|none]
+                                            [--graders all|one|none]
 
-The processor is the one ``bench_overhead.py`` measures (every grader family configured). To
+The processor is the one ``bench_overhead.py`` measures (every grader family configured; or,
+with ``--graders one`` / ``none``, its tool-call-count grader alone / no grader at all). To
 keep the two threads apart, the run roots are not queued: ``_submit`` is replaced by a list
 append, so the agent runs execute on the application thread with no grading thread at all,
 and each captured job is then graded on this thread as soon as its run ended, exactly as
@@ -41,7 +43,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_overhead import CONFIG, DropExporter, Workload, run_agent
+from bench_overhead import DropExporter, Workload, graders_config, run_agent
 from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
@@ -100,7 +102,7 @@ def grading_stages(processor: ToolEvalSpanProcessor, jobs: Sequence[Any]
         run = run_from(record, tools, models, config.policy, dropped_calls=dropped)
         t3 = clock()
         add("run_from (calls)", t3 - t2)
-        for call in run.calls:
+        for call in run.calls if config.graders else ():
             call.arguments  # noqa: B018 - decoding is the point
             call.result  # noqa: B018
         t4 = clock()
@@ -185,6 +187,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--runs", type=int, default=300, help="agent runs per measurement")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--graders", choices=("all", "one", "none"), default="all",
+                        help="bench_overhead's every family (all), its tool-call-count grader "
+                             "alone (one) or no grader (none: the bookkeeping alone)")
     parser.add_argument("--cprofile", choices=("app", "grading", "none"), default="none")
     parser.add_argument("--no-app", action="store_true", help="skip the application thread")
     parser.add_argument("--no-gc", action="store_true",
@@ -196,7 +201,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
           f"python {sys.version.split()[0]}")
 
     # -- grading thread, stage by stage ------------------------------------------------------
-    processor, provider, jobs = _capturing(CONFIG)
+    config = graders_config(opts.graders)
+    processor, provider, jobs = _capturing(config)
     tracer = provider.get_tracer("bench")
     for _ in range(50):   # warm-up
         run_agent(tracer, workload)
@@ -244,14 +250,14 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         return out
 
     # -- application thread ---------------------------------------------------------------
-    app = app_thread_cpu(CONFIG, workload, opts.runs, opts.repeat)
+    app = app_thread_cpu(config, workload, opts.runs, opts.repeat)
     print(f"\napplication thread, CPU per span (us; median of {opts.repeat}):")
     for name, us in app.items():
         print(f"  {name:<44} {us:>6.2f}")
     hooks = app["tooleval hooks + batch, grading skipped"] - app["sdk + batch (the bare side)"]
     print(f"  hooks' share per span: {hooks:.2f} us")
     if opts.cprofile == "app":
-        _, prov, _ = _capturing(CONFIG, keep=False)
+        _, prov, _ = _capturing(config, keep=False)
         tr = prov.get_tracer("bench")
         prof = cProfile.Profile()
         prof.enable()

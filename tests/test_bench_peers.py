@@ -1,0 +1,196 @@
+"""tests/bench/bench_peers.py's parts that hold on any machine, peers installed or not: the
+shared workload, the worker protocol (answers, errors, the timeout that must not hang), the
+agreement labels and the TARGETS logic. Nothing here is timed."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from otel_tooleval import load_config
+from tests.bench import bench_peers, peer_trajectories
+
+# -- the workload -------------------------------------------------------------------------------
+
+def test_trajectories_are_seeded_and_shaped() -> None:
+    calls = peer_trajectories.trajectory(2_000)
+    assert calls == peer_trajectories.trajectory(2_000)           # deterministic
+    assert calls != peer_trajectories.trajectory(2_000, seed=20)
+    assert len(calls) == 2_000
+    assert {c["name"] for c in calls} == set(peer_trajectories.TOOLS)
+    assert all(1 <= c["duration_ms"] <= 200 for c in calls)
+    starts = [c["start_ms"] for c in calls]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+    # argument values repeat (n/4 indices per tool), but not all alike
+    distinct = {peer_trajectories.compact([c["name"], c["args"]]) for c in calls}
+    assert 2_000 // 4 < len(distinct) < 2_000
+
+
+def test_expected_list_is_the_run_edited() -> None:
+    calls = peer_trajectories.trajectory(10_000)
+    entries = peer_trajectories.expected(calls)
+    assert entries == peer_trajectories.expected(calls)
+    assert all(e["max_duration_ms"] == peer_trajectories.MAX_DURATION_MS for e in entries)
+    assert abs(len(entries) - len(calls)) < 0.01 * len(calls)
+    as_calls = Counter(peer_trajectories.compact([c["name"], c["args"]]) for c in calls)
+    foreign = sum(1 for e in entries
+                  if peer_trajectories.compact([e["tool"], e["args"]]) not in as_calls)
+    # perturbed (5%, most of them to values no call has) and inserted (1%) entries
+    assert 0.03 * len(entries) < foreign < 0.08 * len(entries)
+
+
+def test_family_configs_cover_every_family() -> None:
+    work = peer_trajectories.workload(50)
+    configs = work["configs"]
+    assert set(configs) == {family for family, _ in bench_peers.FAMILIES}
+    calls = work["calls"]
+    letta = configs["letta exact_match"]
+    first = next(c for c in calls if c["name"] == letta["tool_name"])
+    assert letta["ground_truth"] == json.dumps(first["args"])
+    # the tool whose first call comes last
+    firsts = {c["name"]: i for i, c in reversed(list(enumerate(calls)))}
+    assert firsts[letta["tool_name"]] == max(firsts.values())
+    assert peer_trajectories.output_text({"content": "x"}) == "x"
+    assert peer_trajectories.output_text({"ok": True}) == '{"ok":true}'
+    assert peer_trajectories.output_text("a\nb") == "a\nb"
+
+
+def test_our_side_grades_every_family() -> None:
+    work = peer_trajectories.workload(40)
+    recs = bench_peers.span_records(work["calls"])
+    assert len(recs) == 41 and recs[0].is_local_root
+    for family, _peer in bench_peers.FAMILIES:
+        entry = bench_peers.our_entry(family, work["configs"][family])
+        grader = load_config({"graders": [{"name": "g", **entry}]}).graders[0].grader
+        result = grader.grade(bench_peers.fresh_run(recs))
+        assert result.error is None and 0.0 <= result.score <= 1.0, (family, result)
+    # the letta functions are given what the run's call recorded: they pass
+    for family in ("letta exact_match", "letta contains", "letta regex_match",
+                   "letta ascii_printable_only"):
+        entry = bench_peers.our_entry(family, work["configs"][family])
+        grader = load_config({"graders": [{"name": "g", **entry}]}).graders[0].grader
+        assert grader.grade(bench_peers.fresh_run(recs)).score == 1.0, family
+
+
+# -- the worker protocol ------------------------------------------------------------------------
+
+FAKE_PEER = """
+import sys, time
+sys.path.insert(0, {workers!r})
+from _protocol import serve
+
+def load(calls, configs):
+    print("noise a peer prints on stdout")
+    def fast():
+        return float(len(calls)) / 100, True
+    def slow():
+        time.sleep(60)
+        return 0.0, None
+    def broken():
+        raise ValueError("the peer rejected its config")
+    return {{"count": fast, "args": slow, "output": broken}}
+
+serve("9.9", load)
+"""
+
+
+@pytest.fixture
+def fake_worker(tmp_path: Path) -> Iterator[bench_peers.Worker]:
+    script = tmp_path / "fake_worker.py"
+    script.write_text(FAKE_PEER.format(workers=str(bench_peers.WORKERS)))
+    worker = bench_peers.Worker("fake", [sys.executable, str(script)],
+                                ("count", "args", "output"))
+    yield worker
+    worker.stop()
+
+
+def test_worker_answers_times_out_and_restarts(fake_worker: bench_peers.Worker) -> None:
+    calls = peer_trajectories.trajectory(25)
+    fake_worker.load(calls, {"count": {}, "args": {}, "output": {}, "letta x": {}}, 30)
+    assert fake_worker.version == "9.9"
+    answer = fake_worker.grade("count", 30)
+    assert answer["score"] == 0.25 and answer["passed"] is True and answer["ms"] >= 0
+    first = fake_worker.proc
+    t0 = time.monotonic()
+    with pytest.raises(bench_peers.PeerTimeout):
+        fake_worker.grade("args", 0.5)
+    assert time.monotonic() - t0 < 20          # killed at the timeout, not after the sleep
+    assert fake_worker.proc is None and first is not None and first.poll() is not None
+    # the next request starts a new worker and loads the same run into it
+    assert fake_worker.grade("count", 30)["score"] == 0.25
+    assert fake_worker.proc is not None and fake_worker.proc is not first
+    with pytest.raises(bench_peers.PeerError, match="rejected its config"):
+        fake_worker.grade("output", 30)
+    with pytest.raises(bench_peers.PeerError, match="no grader for nothing"):
+        fake_worker.grade("nothing", 30)
+
+
+def test_worker_that_cannot_start_is_an_error(tmp_path: Path) -> None:
+    script = tmp_path / "dies.py"
+    script.write_text("import sys\nsys.stderr.write('no module named uipath\\n')\nsys.exit(3)\n")
+    worker = bench_peers.Worker("dies", [sys.executable, str(script)], ("count",))
+    try:
+        with pytest.raises(bench_peers.PeerError, match="no module named uipath"):
+            worker.load([], {"count": {}}, 30)
+    finally:
+        worker.stop()
+
+
+def test_missing_peers_say_how_to_install(tmp_path: Path) -> None:
+    workers = bench_peers.find_workers(tmp_path)
+    assert workers == {"agentv": bench_peers.INSTALL_HINT, "uipath": bench_peers.INSTALL_HINT,
+                       "letta-evals": bench_peers.INSTALL_HINT}
+    (tmp_path / "uipath" / "bin").mkdir(parents=True)
+    (tmp_path / "uipath" / "bin" / "python").write_text("")
+    assert isinstance(bench_peers.find_workers(tmp_path)["uipath"], bench_peers.Worker)
+
+
+# -- agreement and targets ----------------------------------------------------------------------
+
+def _cell(family: str, calls: int, ours: float, peer: float | None, *,
+          ours_score: float = 0.5, peer_score: float | None = 0.5,
+          peer_passed: bool | None = None) -> bench_peers.Cell:
+    cell = bench_peers.Cell(family, "p", calls, ours, ours_score, False, peer_ms=peer,
+                            peer_score=peer_score if peer is not None else None,
+                            peer_passed=peer_passed)
+    cell.agreement = bench_peers._agreement(cell)
+    return cell
+
+
+def test_agreement_labels() -> None:
+    assert _cell("count", 10, 1, 1).agreement == "agree"
+    assert _cell("count", 10, 1, 1, peer_score=0.25).agreement.startswith("DIFFERS (score 0.5")
+    assert _cell("count", 10, 1, 1, peer_passed=True).agreement.startswith("DIFFERS (passed")
+    known = _cell("trajectory in_order", 10, 1, 1, peer_score=0.0).agreement
+    assert known.startswith("differs (") and "known: agentv's greedy scan" in known
+    assert _cell("count", 10, 1, None).agreement == ""
+
+
+def test_targets_pass_and_miss() -> None:
+    cells = [
+        _cell("args", 10, 0.01, 0.02), _cell("args", 100, 0.1, 0.2),
+        _cell("args", 1_000, 9.0, 20.0), _cell("args", 10_000, 99.0, 300.0),
+        _cell("output", 10, 0.04, 0.02), _cell("output", 100, 0.3, 0.2),
+        _cell("output", 1_000, 5.0, 6.0), _cell("output", 10_000, 150.0, None),
+    ]
+    status = {t["target"]: (t["status"], t["figure"]) for t in bench_peers.targets(cells)}
+    assert status["args at 1,000 calls under 10 ms"][0] == "PASS"
+    assert status["args at 10,000 calls under 100 ms"][0] == "PASS"
+    assert status["output at 10,000 calls under 100 ms"] == ("MISS", "150.000 ms")
+    quad = "sub-quadratic (per call, 10,000 vs 1,000, within 2x)"
+    assert status[f"args {quad}"][0] == "PASS"                  # 1.10x per call
+    assert status[f"output {quad}"] == ("MISS", "3.00x (5.000 ms -> 150.000 ms)")
+    assert status[f"trajectory in_order {quad}"][0] == "n/a"
+    slower = "no slower than its peer at 100 calls and up"
+    assert status[f"args {slower}"][0] == "PASS"
+    assert status[f"output {slower}"][0] == "MISS" and "slower at 100" in \
+        status[f"output {slower}"][1]
+    fixed = "fixed cost at 10 calls within 1.5x of its peer"
+    assert status[f"args {fixed}"][0] == "PASS"
+    assert status[f"output {fixed}"][0] == "MISS"                # 2x

@@ -1,0 +1,134 @@
+"""The shortcuts taken to keep a grade's fixed cost low give what the long way gives (issue 19).
+
+Each test compares a shortcut with the computation it stands for: the argument-text match of
+tool_trajectory with decoding and ``args_match``, ``text_of`` with the JSON encoder it bypasses,
+``AgentRun.first_call`` with the grouped calls, bounded explanations with the full counts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+import otel_tooleval.graders.tool_trajectory  # noqa: F401  (registers the family)
+from otel_tooleval.graders.tool_trajectory import _Entry, args_match
+from otel_tooleval.model import _COMPACT_JSON, GradeResult, ToolCall, text_of
+from otel_tooleval.values import decode_value
+from tests.support.runs import call, grade, run_of
+
+# Expected args and the text a span recorded; every pair's text is json.dumps of the args, so
+# the text shortcut applies unless decoding would read the text differently.
+ENVELOPES = [
+    {"type": "tool", "data": {"content": "x"}},        # a LangChain ToolMessage: unwrapped
+    {"args": [], "kwargs": {"path": "a.py"}},          # smolagents' envelope: unwrapped
+]
+PLAIN = [{"path": "a.py"}, {"q": "é ü", "n": 1, "x": 1.5, "b": True, "z": None},
+         {"nested": {"a": [1, 2, {"b": "c"}]}}, {}]
+
+
+def _exact(expected: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"graders": [{"type": "tool_trajectory", "mode": "exact", "expected": expected}]}
+
+
+@pytest.mark.parametrize("args", ENVELOPES + PLAIN)
+def test_argument_text_equal_to_the_expected_json_matches_as_decoding_does(
+        args: dict[str, Any]) -> None:
+    text = json.dumps(args)
+    expected = args_match(args, decode_value(text))
+    assert expected is (args not in ENVELOPES)      # envelopes decode to something else
+    result = grade(_exact([{"tool": "t", "args": args}]), [call("t", text)])
+    assert result.details["hits"] == int(expected)
+
+
+def test_argument_text_of_a_call_read_through_an_envelope_is_decoded() -> None:
+    entry = _Entry(0, "t", {"a": 1}, None)
+    assert entry.text == '{"a": 1}'
+    plain = ToolCall("t", 0, raw_arguments='{"a": 1}')
+    unwrapping = ToolCall("t", 0, raw_arguments='{"a": 1}', envelope=SimpleNamespace(
+        arguments_from=lambda value: {"b": 2}, result_from=None))
+    assert entry.args_hold(plain)
+    assert not entry.args_hold(unwrapping)
+
+
+class _Odd:
+    def __str__(self) -> str:
+        return "odd"
+
+
+@pytest.mark.parametrize("value", [
+    {"a": [1, 2.5, None, True, "é\n\"\\"], "b": {"c": ()}}, [1, (2, 3)], 5, 1.0, None, False,
+    {1: "int key", 2.5: "float key", None: "none", False: "bool"}, [_Odd()], [math.inf, -0.0],
+    {"deep": [[[[{"x": "y"}]]]]}, "a string stays as it is",
+])
+def test_text_of_writes_what_the_json_encoder_writes(value: Any) -> None:
+    assert text_of(value) == (value if isinstance(value, str) else _COMPACT_JSON.encode(value))
+
+
+def test_text_of_refuses_a_circular_value_as_the_encoder_does() -> None:
+    loop: list[Any] = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        _COMPACT_JSON.encode(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        text_of(loop)
+    assert text_of([loop[:0], {"k": [1]}]) == '[[],{"k":[1]}]'    # and works after it
+
+
+def test_first_call_is_the_grouped_calls_first_and_last() -> None:
+    rng = random.Random(3)
+    for _ in range(50):
+        names = [rng.choice("abc") for _ in range(rng.randrange(0, 8))]
+        for last in (False, True):
+            scanned = run_of([call(n) for n in names])
+            grouped = run_of([call(n) for n in names])
+            groups = grouped.calls_by_name()
+            for name in "abcd":
+                group = groups.get(name)
+                want = None if not group else group[-1 if last else 0].index
+                for run in (scanned, grouped):
+                    found = run.first_call(name, last=last)
+                    assert (None if found is None else found.index) == want
+
+
+def test_grade_result_keeps_its_dataclass_behaviour() -> None:
+    a = GradeResult("n", "t", 0.5, False, "fail", "why")
+    b = GradeResult(name="n", type="t", score=0.5, passed=False, label="fail",
+                    explanation="why")
+    assert a == b and a.details == {} and a.error is None
+    assert a.details is not b.details                        # a fresh dict each
+    # A custom grader may pass None: kept as given, as the generated __init__ did.
+    none = GradeResult("n", "t", 1.0, True, "pass", "", None)  # type: ignore[arg-type]
+    assert none.to_dict()["details"] is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.score = 1.0  # type: ignore[misc]
+    c = dataclasses.replace(a, score=1.0, details={"k": 1}, error="E")
+    assert (c.score, c.details, c.error, c.name) == (1.0, {"k": 1}, "E", "n")
+    assert [f.name for f in dataclasses.fields(GradeResult)] == [
+        "name", "type", "score", "passed", "label", "explanation", "details", "error"]
+
+
+def test_exact_explanation_names_three_of_each_problem_and_counts_the_rest() -> None:
+    expected = [{"tool": t, "max_duration_ms": 1} for t in "abcdefgh"]
+    calls = [call("z", duration_ms=5) for _ in range(3)] + [
+        call(t, duration_ms=5) for t in "defgh"] + [call("y") for _ in range(5)]
+    result = grade(_exact(expected), calls)
+    assert result.explanation == (
+        "5 of 8 expected calls in place; position 0 expected a, got z, position 1 expected b, "
+        "got z, position 2 expected c, got z; 5 extra call(s) at #8, #9, #10 and 2 more; over "
+        "the latency limit: entry 3 (d) at call #3, entry 4 (e) at call #4, entry 5 (f) at "
+        "call #5 and 2 more.")
+    reasons = [v["reason"] for v in result.details["violations"]]
+    assert reasons == ([f"another tool than entry {i} ({t!r})" for i, t in enumerate("abc")]
+                       + [f"over the 1 ms limit of entry {i} ({t!r})"
+                          for i, t in enumerate("defgh", 3)]
+                       + ["extra call beyond the 8 expected"] * 5)
+    fewer = grade(_exact(expected), [call("a"), call("b")])
+    assert fewer.explanation == (
+        "2 of 8 expected calls in place; missing entry 2 (c), entry 3 (d), entry 4 (e) and 3 "
+        "more.")

@@ -1,0 +1,184 @@
+"""``tool_trajectory`` in_order with latency limits, sparse (``_sparse_settled``,
+``_sparse_fronts``): the same matchings as the column DPs they replaced.
+
+The oracle is the column-DP copy kept in ``tests/test_in_order_bits.py`` (the implementation
+before any of the fast paths, verbatim), so the comparison does not drift with the module. The
+runs mix entries without args, with scalar, nested, list, boolean and null values, and ``{}``;
+calls without arguments, with plain text or nested values, duplicates, pending calls and calls
+that ended without a duration.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from otel_tooleval.graders import tool_trajectory as tt
+from otel_tooleval.graders.tool_trajectory import _Entry
+from otel_tooleval.model import ToolCall
+from tests.support.runs import call as scripted
+from tests.support.runs import grade, run_of
+from tests.test_in_order_bits import _fronts, _oracle, _settled
+
+TOOLS = "ab"
+ENTRY_ARGS: list[dict[str, Any] | None] = [
+    None, None, {}, {"x": 0}, {"x": 1}, {"x": 2}, {"x": 1, "y": "p"}, {"x": 1, "y": "q"},
+    {"y": "p"}, {"x": True}, {"x": 1.0}, {"x": None}, {"n": {"x": 1}}, {"n": {}},
+    {"l": [0, 1]}, {"l": []}, {"x": 1, "n": {"x": 0}}, {"x": "1"},
+]
+CALL_ARGS: list[Any] = [
+    None, {}, {"x": 0}, {"x": 1}, {"x": 2}, {"x": 1, "y": "p"}, {"x": 1, "y": "q"},
+    {"x": True}, {"x": 1.5}, {"x": None}, {"x": "1"}, {"x": [1]}, {"x": {"a": 1}},
+    {"n": {"x": 1, "z": 2}}, {"n": {"x": 0}}, {"x": 1, "n": {"x": 0}}, {"l": [0, 1]},
+    {"l": [0, 1.0, 2]}, {"l": []}, "plain text", [1, 2],
+]
+
+
+@st.composite
+def runs(draw: st.DrawFn, most: int = 14) -> tuple[list[_Entry], list[ToolCall]]:
+    entries = []
+    for i in range(draw(st.integers(1, most))):
+        limit = draw(st.sampled_from([None, 5.0, 50.0, 50.0]))
+        entries.append(_Entry(i, draw(st.sampled_from(TOOLS)), draw(st.sampled_from(ENTRY_ARGS)),
+                              limit))
+    if all(e.limit is None for e in entries):      # the bit-parallel path: not this module's
+        entries[0] = _Entry(0, entries[0].tool, entries[0].args, 5.0)
+    calls = []
+    pending_at_all = draw(st.booleans())
+    for j in range(draw(st.integers(0, most + 4))):
+        name = draw(st.sampled_from(TOOLS + "c"))
+        args = draw(st.sampled_from(CALL_ARGS))
+        pending = pending_at_all and draw(st.integers(0, 3)) == 0
+        unfinished = not pending and draw(st.integers(0, 9)) == 0   # ended, no end time
+        duration = draw(st.sampled_from([1, 10, 100]))
+        raw = None if args is None else args if isinstance(args, str) else json.dumps(args)
+        calls.append(ToolCall(name, j, raw_arguments=raw, pending=pending, start_ns=0,
+                              end_ns=None if pending or unfinished else duration * 1_000_000))
+    return entries, calls
+
+
+def _chosen(matched: Mapping[int, ToolCall]) -> dict[int, int]:
+    return {k: c.index for k, c in matched.items()}
+
+
+def _sparse(entries: list[_Entry], calls: list[ToolCall]) -> dict[int, int]:
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), budget=1 << 60)
+    assert pairs is not None
+    if any(c.pending for c in calls):
+        return _chosen(tt._sparse_fronts(entries, calls, pairs))
+    return _chosen(tt._sparse_settled(entries, calls, pairs))
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs())
+def test_the_index_finds_exactly_the_matching_pairs(
+        run: tuple[list[_Entry], list[ToolCall]]) -> None:
+    entries, calls = run
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), budget=1 << 60)
+    assert pairs is not None
+    found = {(e.index, j) for j, matching in pairs for e in matching}
+    assert found == {(e.index, j) for j, c in enumerate(calls) for e in entries if e.matches(c)}
+    for _, matching in pairs:
+        assert [e.index for e in matching] == sorted(e.index for e in matching)
+        assert matching
+
+
+@settings(max_examples=500, deadline=None)
+@given(runs())
+def test_same_matching_as_the_column_dps(run: tuple[list[_Entry], list[ToolCall]]) -> None:
+    entries, calls = run
+    assert _sparse(entries, calls) == _chosen(_oracle(entries, calls, tt._by_tool(entries)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs())
+def test_with_pending_calls_as_settled_ones_the_fronts_agree_too(
+        run: tuple[list[_Entry], list[ToolCall]]) -> None:
+    # _sparse_fronts on a run without pending calls: the general recurrence, many ties.
+    entries, calls = run
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), budget=1 << 60)
+    assert pairs is not None
+    by_tool = tt._by_tool(entries)
+    assert (_chosen(tt._sparse_fronts(entries, calls, pairs))
+            == _chosen(_fronts(entries, calls, by_tool)))
+    if not any(c.pending for c in calls):
+        assert (_chosen(tt._sparse_settled(entries, calls, pairs))
+                == _chosen(_settled(entries, calls, by_tool)))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs(most=70))
+def test_longer_runs_match_the_column_dps(run: tuple[list[_Entry], list[ToolCall]]) -> None:
+    entries, calls = run
+    assert _sparse(entries, calls) == _chosen(_oracle(entries, calls, tt._by_tool(entries)))
+
+
+def test_past_the_budget_the_column_dps_are_used() -> None:
+    entries = [_Entry(i, "a", None, 5.0) for i in range(6)]
+    calls = [ToolCall("a", j, start_ns=0, end_ns=j * 2_000_000) for j in range(6)]
+    by_tool = tt._by_tool(entries)
+    assert tt._matching_pairs(calls, by_tool, budget=36) is not None
+    assert tt._matching_pairs(calls, by_tool, budget=35) is None   # 36 candidates
+    assert _chosen(tt._in_order(entries, calls, by_tool)) == {k: k for k in range(6)}
+
+
+def _coding_run(n: int, rng: random.Random, pending: float
+                ) -> tuple[list[_Entry], list[ToolCall]]:
+    """The bench's shape: every entry with its call's full args and a limit; some edits."""
+    plan = []
+    for i in range(n):
+        tool = rng.choice(["read_file", "search", "bash"])
+        args = {"path": f"src/{rng.randrange(n // 4 + 1)}.py"} if tool == "read_file" else \
+            {"query": f"q{rng.randrange(5)}", "glob": "*.py"} if tool == "search" else \
+            {"command": rng.choice(["ls", "make", "pytest -x"])}
+        plan.append((tool, args, rng.choice([1, 30, 120])))
+    actual = list(plan)
+    for _ in range(n // 10):
+        i = rng.randrange(len(actual))
+        if rng.random() < 0.5:
+            del actual[i]
+        else:
+            actual.insert(i, plan[rng.randrange(n)])
+    entries = [_Entry(i, tool, args, 100.0) for i, (tool, args, _) in enumerate(plan)]
+    calls = []
+    for j, (tool, args, ms) in enumerate(actual):
+        waiting = rng.random() < pending
+        calls.append(ToolCall(tool, j, raw_arguments=json.dumps(args), pending=waiting,
+                              start_ns=0, end_ns=None if waiting else ms * 1_000_000))
+    return entries, calls
+
+
+def test_a_long_coding_run_with_repeated_calls_matches_the_oracle() -> None:
+    rng = random.Random(19)
+    for pending in (0.0, 0.05):
+        entries, calls = _coding_run(300, rng, pending)
+        by_tool = tt._by_tool(entries)
+        assert tt._matching_pairs(calls, by_tool, tt._pair_budget(300, len(calls))) is not None
+        new = _chosen(tt._in_order(entries, calls, by_tool))
+        assert new == _chosen(_oracle(entries, calls, by_tool))
+        assert len(new) > 250
+
+
+def test_grading_through_spans_reports_the_oracle_matching_and_latency() -> None:
+    rng = random.Random(7)
+    expected = [{"tool": "read_file", "args": {"path": f"f{i % 4}"}, "max_duration_ms": 50}
+                if i % 3 else {"tool": "bash", "args": {"command": "ls"}, "max_duration_ms": 20}
+                for i in range(24)]
+    script = [scripted("read_file" if j % 3 else "bash",
+                       {"path": f"f{rng.randrange(4)}"} if j % 3 else {"command": "ls"},
+                       pending=j % 11 == 5, duration_ms=rng.choice([10, 30, 60]))
+              for j in range(40)]
+    config = {"graders": [{"type": "tool_trajectory", "mode": "in_order", "expected": expected}]}
+    r = grade(config, script)
+    entries = [_Entry(i, e["tool"], e["args"], e["max_duration_ms"])
+               for i, e in enumerate(expected)]
+    calls = run_of(script).calls
+    old = _chosen(_oracle(entries, calls, tt._by_tool(entries)))
+    assert [e["call"] for e in r.details["entries"]] == [old.get(i) for i in range(24)]
+    assert r.details["hits"] == len(old) > 12
+    assert r.details["latency"]["neutral"] > 0      # a pending call was matched: the fronts
