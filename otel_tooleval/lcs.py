@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import Counter
-from collections.abc import Hashable, Sequence
-from itertools import accumulate
-from typing import TypeVar
+from collections.abc import Callable, Hashable, Sequence
+from itertools import accumulate, repeat
+from typing import Any, TypeVar
 
 __all__ = ["lcs", "lcs_length", "lcs_pairs"]
 
@@ -146,7 +146,7 @@ def lcs_pairs(a: Sequence[H], b: Sequence[H]) -> list[tuple[int, int]]:
             # Items as byte ids; those of the short side missing from the long one: ``absent``.
             ids = {item: k for k, item in enumerate(distinct)}
             absent = len(ids)
-            solver = _ByteHirschberg(bytes([ids.get(x, absent) for x in short]),
+            solver = _ByteHirschberg(bytes(map(ids.get, short, repeat(absent))),
                                      bytes(map(ids.__getitem__, long_)), absent, out)
         else:
             solver = _ItemHirschberg(list(short), list(long_), out)
@@ -182,8 +182,8 @@ class _Hirschberg:
         """Every row of ``a[i0:i1]`` against ``b[j0:j1]``, the initial one first."""
         raise NotImplementedError
 
-    def _last(self, item: Hashable, j0: int, j: int) -> int:
-        """The last position of ``item`` in ``b[j0:j]`` (there is one)."""
+    def _finder(self) -> Callable[[Any, int, int], int]:
+        """``last(item, j0, j)``: the last position of ``item`` in ``b[j0:j]`` (there is one)."""
         raise NotImplementedError
 
     def solve(self, i0: int, i1: int, j0: int, j1: int) -> None:
@@ -227,26 +227,29 @@ class _Hirschberg:
     def _trace_block(self, i0: int, i1: int, j0: int, j1: int) -> None:
         """Trace one LCS of a short ``a[i0:i1]`` against ``b[j0:j1]`` back through every row.
 
-        Row ``i`` as text: character ``j`` is '1' where D[i][j + 1] == D[i][j] (no growth), so
-        D[i][j] = j - row.count('1', 0, j). From cell (i, j) the walk goes up while
+        Bit ``j`` of row ``i`` is 1 where D[i][j + 1] == D[i][j] (no growth), so D[i][j] is
+        ``j`` minus the ones below bit ``j``. From cell (i, j) the walk goes up while
         D[i - 1][j] == D[i][j]; otherwise every cell to the left up to the last occurrence of
         ``a[i - 1]`` in ``b[:j]`` holds the same value and that occurrence is a match, so the
         walk jumps straight to it: one count per row and one search per match.
         """
-        fmt = f"0{j1 - j0}b"
-        rows = [format(v, fmt)[::-1] for v in self._rows(i0, i1, j0, j1)]
-        a, last = self.a, self._last
+        rows = self._rows(i0, i1, j0, j1)
+        a, last = self.a, self._finder()
         pairs: list[tuple[int, int]] = []
         i, j = i1 - i0, j1 - j0
-        here = j - rows[i].count("1", 0, j)
+        below = (1 << j) - 1
+        ones = (rows[i] & below).bit_count()
+        here = j - ones
         while here > 0:
-            if j - rows[i - 1].count("1", 0, j) == here:
+            if (rows[i - 1] & below).bit_count() == ones:
                 i -= 1
                 continue
             i -= 1
             j = last(a[i0 + i], j0, j0 + j) - j0
             here -= 1
             pairs.append((i0 + i, j0 + j))
+            below = (1 << j) - 1
+            ones = j - here
         pairs.reverse()
         self.out.extend(pairs)
 
@@ -312,9 +315,8 @@ class _ByteHirschberg(_Hirschberg):
             out.append(v)
         return out
 
-    def _last(self, item: Hashable, j0: int, j: int) -> int:
-        assert isinstance(item, int)
-        return self.b.rfind(item, j0, j)
+    def _finder(self) -> Callable[[Any, int, int], int]:
+        return self.b.rfind
 
 
 class _ItemHirschberg(_Hirschberg):
@@ -408,6 +410,11 @@ class _ItemHirschberg(_Hirschberg):
             out.append(v)
         return out
 
-    def _last(self, item: Hashable, j0: int, j: int) -> int:
-        found = self.positions[item]
-        return found[bisect_left(found, j) - 1]
+    def _finder(self) -> Callable[[Any, int, int], int]:
+        positions = self.positions
+
+        def last(item: Hashable, j0: int, j: int) -> int:
+            found = positions[item]
+            return found[bisect_left(found, j) - 1]
+
+        return last

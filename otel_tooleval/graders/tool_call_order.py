@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
+from operator import attrgetter
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
@@ -255,13 +257,12 @@ class ToolCallOrderGrader:
                                self._strict_text(actual),
                                _StrictDetails(actual, expected, calls, self.spec))
         pairs = lcs_pairs(expected, actual) if actual else []
-        matched = {i for i, _ in pairs}
-        unmatched = [i for i in range(len(expected)) if i not in matched]
+        lcs, lcs_calls, unmatched = _lcs_parts(expected, calls, pairs)
         details: dict[str, Any] = {
             "actual_tool_calls_order": actual,
             "expected_tool_calls_order": list(expected),
-            "lcs": [expected[i] for i, _ in pairs],
-            "lcs_calls": [calls[j].index for _, j in pairs],
+            "lcs": lcs,
+            "lcs_calls": lcs_calls,
             "unmatched_expected": unmatched,
         }
         if not actual:
@@ -300,6 +301,17 @@ class ToolCallOrderGrader:
 
 
 _LCS_KEYS = ("lcs", "lcs_calls", "unmatched_expected")
+_INDEX = attrgetter("index")
+
+
+def _lcs_parts(expected: tuple[str, ...], calls: Sequence[ToolCall],
+               pairs: list[tuple[int, int]]) -> tuple[list[str], list[int], list[int]]:
+    """The details' ``lcs``, ``lcs_calls`` and ``unmatched_expected`` of the LCS ``pairs``."""
+    if not pairs:
+        return [], [], list(range(len(expected)))
+    rows, cols = zip(*pairs, strict=True)
+    return (list(map(expected.__getitem__, rows)), list(map(_INDEX, map(calls.__getitem__, cols))),
+            list(filterfalse(set(rows).__contains__, range(len(expected)))))
 
 
 class _StrictDetails(Mapping[str, Any]):
@@ -308,12 +320,13 @@ class _StrictDetails(Mapping[str, Any]):
     grades; ``lcs``, ``lcs_calls`` and ``unmatched_expected`` are computed on first read.
     Pickled as the plain dict."""
 
-    __slots__ = ("_actual", "_calls", "_expected", "_lcs", "_tail")
+    __slots__ = ("_actual", "_calls", "_expected", "_expected_list", "_lcs", "_tail")
 
     def __init__(self, actual: list[str], expected: tuple[str, ...],
                  calls: Sequence[ToolCall], spec: Spec[Any]) -> None:
         self._actual = actual
         self._expected = expected
+        self._expected_list = list(expected)
         self._calls = calls
         self._tail: dict[str, Any] = {"strict": spec.strict, **spec.labels}
         self._lcs: tuple[list[str], list[int], list[int]] | None = None
@@ -321,19 +334,15 @@ class _StrictDetails(Mapping[str, Any]):
     def _lcs_parts(self) -> tuple[list[str], list[int], list[int]]:
         parts = self._lcs
         if parts is None:
-            expected, calls = self._expected, self._calls
-            pairs = lcs_pairs(expected, self._actual)
-            matched = {i for i, _ in pairs}
-            parts = ([expected[i] for i, _ in pairs], [calls[j].index for _, j in pairs],
-                     [i for i in range(len(expected)) if i not in matched])
-            self._lcs = parts
+            parts = self._lcs = _lcs_parts(self._expected, self._calls,
+                                           lcs_pairs(self._expected, self._actual))
         return parts
 
     def __getitem__(self, key: str) -> Any:
         if key == "actual_tool_calls_order":
             return self._actual
         if key == "expected_tool_calls_order":
-            return list(self._expected)
+            return self._expected_list
         if key in _LCS_KEYS:
             return self._lcs_parts()[_LCS_KEYS.index(key)]
         return self._tail[key]
