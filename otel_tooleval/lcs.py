@@ -141,14 +141,18 @@ def lcs_pairs(a: Sequence[H], b: Sequence[H]) -> list[tuple[int, int]]:
     i1, j1 = len(short) - tail, len(long_) - tail
     if head < i1 and head < j1:
         distinct = dict.fromkeys(long_)
-        solver: _Hirschberg
+        solver: _Hirschberg | None = None
         if len(distinct) < _BYTE_ALPHABET:
             # Items as byte ids; those of the short side missing from the long one: ``absent``.
             ids = {item: k for k, item in enumerate(distinct)}
             absent = len(ids)
-            solver = _ByteHirschberg(bytes(map(ids.get, short, repeat(absent))),
-                                     bytes(map(ids.__getitem__, long_)), absent, out)
-        else:
+            rows = bytes(map(ids.get, short, repeat(absent)))
+            # Two masks of len(long_) bits per shared item, within the byte budget.
+            shared = len(set(rows) - {absent})
+            budget = _MASK_BYTES_MIN + _MASK_BYTES_PER_ITEM * (len(short) + len(long_))
+            if shared * 2 * ((len(long_) >> 3) + 1) <= budget:
+                solver = _ByteHirschberg(rows, bytes(map(ids.__getitem__, long_)), absent, out)
+        if solver is None:
             solver = _ItemHirschberg(list(short), list(long_), out)
         solver.solve(head, i1, head, j1)
     out.extend((i1 + k, j1 + k) for k in range(tail))
