@@ -248,10 +248,14 @@ def test_lcs_pairs_are_the_oracles_on_long_sequences() -> None:
         assert lcs_pairs(a, b) == oracle.pairs(a, b), alphabet
 
 
-def test_lcs_pairs_of_any_hashable_items_are_the_oracles() -> None:
-    rng = random.Random(5)
+@pytest.mark.parametrize("per_item", [8, 1000])
+def test_lcs_pairs_of_any_hashable_items_are_the_oracles(monkeypatch: pytest.MonkeyPatch,
+                                                         per_item: int) -> None:
+    # A large budget takes the byte-id path with 255 distinct items, a small one does not.
+    monkeypatch.setattr(lcs_module, "_MASK_BYTES_PER_ITEM", per_item)
+    rng = random.Random(5 + per_item)
     oracle = Oracle()
-    for _ in range(100):
+    for _ in range(60):
         # 255 and 256 distinct items: either side of the byte-id path's limit.
         alphabet = rng.choice((255, 256, 400))
         a = [(rng.randrange(alphabet),) for _ in range(rng.randint(200, 600))]
