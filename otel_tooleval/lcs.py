@@ -9,7 +9,13 @@ take a few tens of milliseconds.
 splits the shorter sequence in half, finds where the optimal path crosses the middle from one
 forward and one backward bit-vector row, and recurses; blocks of at most ``_LEAF_ROWS`` items
 are traced back from their stored rows. Memory stays linear in the input (``_LEAF_ROWS`` rows
-of the longer sequence at most) and the time is about twice that of ``lcs_length``.
+of the longer sequence at most) and the time is about twice that of ``lcs_length``. The
+recursion works on index ranges: the match masks of the whole longer sequence are built once,
+forward and reversed, and a range's mask is a shift of them. When the longer sequence has fewer
+than 256 distinct items (tool names, usually), items become byte ids: masks are built by
+``bytes.translate`` and the trace-back finds a match with ``bytes.rfind``. Which subsequence is
+returned (the split, the leaf size, the trace-back's preferences) is fixed: the pairs are those
+of the implementation before issue 19 (tests/test_tool_call_order_oracle.py keeps it as an oracle).
 
 Match masks (one big int per distinct item, with a bit at each position of the item) would be
 quadratic for inputs with many distinct items, so only the masks that save the most work are
@@ -29,7 +35,8 @@ __all__ = ["lcs", "lcs_length", "lcs_pairs"]
 
 H = TypeVar("H", bound=Hashable)
 
-# Rows kept per traced-back block: memory _LEAF_ROWS x len(longer) bits, as text.
+# Rows kept per traced-back block: memory _LEAF_ROWS x len(longer) bits. Part of which LCS is
+# returned (the trace-back of a block prefers other pairs than the split): fixed.
 _LEAF_ROWS = 64
 # Match masks kept per call, in bytes per input item (plus a small constant).
 _MASK_BYTES_PER_ITEM = 8
