@@ -5,6 +5,7 @@ expected sequence compute their LCS details when read; that is tested too."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import random
@@ -22,6 +23,7 @@ from otel_tooleval.config import load_config
 from otel_tooleval.graders.tool_call_order import calls_text, names_text
 from otel_tooleval.lcs import lcs_pairs
 from otel_tooleval.model import AgentRun, GradeResult
+from otel_tooleval.outputs.marks import call_marks
 from tests.support.runs import call, run_of
 
 # -- the oracle: lcs.py's lcs_pairs before issue 19, unchanged but for names -------------------
@@ -334,6 +336,9 @@ def test_a_failing_strict_grade_computes_its_lcs_when_the_details_are_read(
     copy = pickle.loads(pickle.dumps(result.details))
     assert type(copy) is dict and copy == want["details"]
     assert repr(result.details) == repr(want["details"])
+    # The report's marks per call read the mapping as they read a dict.
+    plain = dataclasses.replace(result, details=dict(result.details))
+    assert call_marks(result, len(actual)) == call_marks(plain, len(actual)) != {}
 
 
 def test_a_strict_pass_needs_no_lcs_recursion(monkeypatch: pytest.MonkeyPatch) -> None:
