@@ -17,14 +17,16 @@ or in the SDK's nested form, options in ``config`` and the criteria in ``evaluat
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import filterfalse
+from operator import attrgetter
 from typing import Annotated, Any, Generic, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..lcs import lcs_pairs
-from ..model import AgentRun, GradeResult
+from ..model import AgentRun, GradeResult, ToolCall
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
 __all__ = [
@@ -245,18 +247,26 @@ class ToolCallOrderGrader:
         self.name = name
         self.spec = spec
         self.expected = tuple(spec.criteria.tool_calls_order)
+        self._expected_list = list(self.expected)
 
     def grade(self, run: AgentRun) -> GradeResult:
         expected = self.expected
-        actual = [c.name for c in run.calls]
+        calls = run.calls
+        actual = [c.name for c in calls]
+        if self.spec.strict and actual and actual != self._expected_list:
+            # Positional: the verdict and its text need no LCS; the details' LCS is worked
+            # out when they are read (a report), not when only the verdict is (live).
+            passed = 0.0 >= self.spec.threshold
+            return GradeResult(self.name, TYPE, 0.0, passed, "pass" if passed else "fail",
+                               self._strict_text(actual),
+                               _StrictDetails(actual, expected, calls, self.spec))
         pairs = lcs_pairs(expected, actual) if actual else []
-        matched = {i for i, _ in pairs}
-        unmatched = [i for i in range(len(expected)) if i not in matched]
+        lcs, lcs_calls, unmatched = _lcs_parts(expected, calls, pairs)
         details: dict[str, Any] = {
             "actual_tool_calls_order": actual,
             "expected_tool_calls_order": list(expected),
-            "lcs": [expected[i] for i, _ in pairs],
-            "lcs_calls": [run.calls[j].index for _, j in pairs],
+            "lcs": lcs,
+            "lcs_calls": lcs_calls,
             "unmatched_expected": unmatched,
         }
         if not actual:
@@ -264,9 +274,7 @@ class ToolCallOrderGrader:
                            f"The run made no tool calls; {len(expected)} were expected in order "
                            f"({names_text(expected)}).", details)
         if self.spec.strict:
-            same = tuple(actual) == expected
-            return verdict(self.name, TYPE, self.spec, 1.0 if same else 0.0,
-                           self._strict_text(actual) if not same else
+            return verdict(self.name, TYPE, self.spec, 1.0,
                            f"The {len(actual)} calls match the expected sequence exactly.",
                            details)
         score = len(pairs) / len(expected)
@@ -294,6 +302,73 @@ class ToolCallOrderGrader:
         else:
             where = f"call #{k} ({actual[k]!r}) comes after the whole expected sequence"
         return f"Strict order: the calls differ from the expected sequence; {where}."
+
+
+_LCS_KEYS = ("lcs", "lcs_calls", "unmatched_expected")
+_INDEX = attrgetter("index")
+
+
+def _lcs_parts(expected: tuple[str, ...], calls: Sequence[ToolCall],
+               pairs: list[tuple[int, int]]) -> tuple[list[str], list[int], list[int]]:
+    """The details' ``lcs``, ``lcs_calls`` and ``unmatched_expected`` of the LCS ``pairs``."""
+    if not pairs:
+        return [], [], list(range(len(expected)))
+    rows, cols = zip(*pairs, strict=True)
+    return (list(map(expected.__getitem__, rows)), list(map(_INDEX, map(calls.__getitem__, cols))),
+            list(filterfalse(set(rows).__contains__, range(len(expected)))))
+
+
+class _StrictDetails(Mapping[str, Any]):
+    """The details of a strict grade whose calls differ from the expected sequence: the same
+    keys, in the same order and with the same values, as the eager details of the other
+    grades; ``lcs``, ``lcs_calls`` and ``unmatched_expected`` are computed on first read.
+    Pickled as the plain dict."""
+
+    __slots__ = ("_actual", "_calls", "_expected", "_expected_list", "_lcs", "_tail")
+
+    def __init__(self, actual: list[str], expected: tuple[str, ...],
+                 calls: Sequence[ToolCall], spec: Spec[Any]) -> None:
+        self._actual = actual
+        self._expected = expected
+        self._expected_list = list(expected)
+        self._calls = calls
+        self._tail: dict[str, Any] = {"strict": spec.strict, **spec.labels}
+        self._lcs: tuple[list[str], list[int], list[int]] | None = None
+
+    def _lcs_parts(self) -> tuple[list[str], list[int], list[int]]:
+        parts = self._lcs
+        if parts is None:
+            parts = self._lcs = _lcs_parts(self._expected, self._calls,
+                                           lcs_pairs(self._expected, self._actual))
+        return parts
+
+    def __getitem__(self, key: str) -> Any:
+        if key == "actual_tool_calls_order":
+            return self._actual
+        if key == "expected_tool_calls_order":
+            return self._expected_list
+        if key in _LCS_KEYS:
+            return self._lcs_parts()[_LCS_KEYS.index(key)]
+        return self._tail[key]
+
+    def __iter__(self) -> Iterator[str]:
+        yield "actual_tool_calls_order"
+        yield "expected_tool_calls_order"
+        yield from _LCS_KEYS
+        yield from self._tail
+
+    def __len__(self) -> int:
+        return 5 + len(self._tail)
+
+    def __contains__(self, key: object) -> bool:
+        return key in ("actual_tool_calls_order", "expected_tool_calls_order",
+                       *_LCS_KEYS) or key in self._tail
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
 
 
 def _build(entry: Mapping[str, Any], name: str, include_values: bool) -> ToolCallOrderGrader:
