@@ -388,6 +388,18 @@ def test_bench_forward(capfd: pytest.CaptureFixture[str],
     assert "requests/s" in out
 
 
+def test_bench_uipath_shapes(capfd: pytest.CaptureFixture[str],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("uipath-shapes", "bench_uipath_shapes")
+    fig, out, _ = _run(bench, ["--sizes", "30,60", "--repeat", "1"], capfd, monkeypatch)
+    assert fig["sizes"] == [30, 60]
+    assert set(fig["families"]) == {"args", "args subset", "output", "args alike"}
+    for row in fig["families"].values():
+        assert len(row["ms"]) == 2 and all(ms > 0 for ms in row["ms"])
+        assert all(0 < s < 1 for s in row["score"])    # some entries perturbed, most paired
+    assert "us/call growth" in out
+
+
 def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[str],
                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """No peer installed: every cell says so, ours is still measured and scored. The peers
@@ -429,7 +441,7 @@ def test_bench_fixed_cost(capfd: pytest.CaptureFixture[str],
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
-                   "bench_peers", "peer_trajectories", "bench_fixed_cost"}
+                   "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:

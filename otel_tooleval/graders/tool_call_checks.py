@@ -5,19 +5,22 @@ count: each ``{tool: [op, n]}`` entry holds or not; a tool never called has coun
 args / output: expected entries are paired with distinct calls so that the number paired is
 the largest possible (maximum bipartite matching, not first-come greedy); score = paired /
 expected. ``strict`` makes each of them all or nothing. Entry shapes: see ``tool_call_order``.
+Candidates are found by lookup among classes of equal calls and the matching runs on classes
+of equal entries (``call_pairing``).
 """
 
 from __future__ import annotations
 
 import json
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from ..model import AgentRun, GradeResult, ToolCall, text_of
 from ..violations import violation
+from .call_pairing import ArgsIndex, json_key, max_matching
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 from .tool_call_order import (
     NOT_EMPTY,
@@ -141,52 +144,7 @@ def _over_counts(failed: Sequence[Mapping[str, Any]], run: AgentRun) -> list[dic
 
 # -- pairing --------------------------------------------------------------------------------------
 
-def max_matching(candidates: Sequence[Sequence[int]]) -> list[int | None]:
-    """Pair each entry with at most one of its candidate calls, every call used at most once,
-    pairing as many entries as possible (augmenting paths, breadth first).
-
-    Returns, per entry, the paired call position or None. Candidates are tried in the order
-    given, so earlier calls are preferred where the maximum allows a choice. Entries that share
-    one candidate list (the same object) are searched for once after one of them has failed:
-    a free entry without an augmenting path never gets one later, and an entry with the same
-    candidates would reach only what it reached (duplicate reference entries beyond the calls
-    would otherwise each search the whole graph).
-    """
-    paired: list[int | None] = [None] * len(candidates)
-    owner: dict[int, int] = {}
-    failed: set[int] = set()                   # ids of candidate lists whose search failed
-    for root, mine in enumerate(candidates):
-        if failed and id(mine) in failed:
-            continue
-        free = next((c for c in mine if c not in owner), None)
-        if free is not None:
-            paired[root], owner[free] = free, root
-            continue
-        reached: dict[int, int] = {}           # call -> entry it was reached from
-        queue = [root]
-        end = None
-        for entry in queue:
-            for c in candidates[entry]:
-                if c in reached:
-                    continue
-                reached[c] = entry
-                if c not in owner:
-                    end = c
-                    break
-                queue.append(owner[c])
-            if end is not None:
-                break
-        if end is None:
-            failed.add(id(mine))
-        while end is not None:                 # flip the path back to the root
-            entry = reached[end]
-            previous = paired[entry]
-            paired[entry], owner[end] = end, entry
-            end = None if entry == root else previous
-    return paired
-
-
-def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, list[int]]],
+def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, Sequence[int]]],
                   paired: Sequence[int | None], by_name: Mapping[str, list[int]],
                   absent: str = "was never called") -> str:
     done = sorted(p for p in paired if p is not None)
@@ -217,8 +175,17 @@ def _pairing_text(kind: str, what: str, expected: Sequence[tuple[str, list[int]]
 
 def _pairing_details(expected_names: Sequence[str], paired: Sequence[int | None],
                      candidates: Sequence[Sequence[int]]) -> list[dict[str, Any]]:
-    return [{"entry": i, "tool": tool, "call": paired[i], "matching_calls": list(candidates[i])}
-            for i, tool in enumerate(expected_names)]
+    # One copy per candidate list, shared by the rows of the entries that share the list: a
+    # run's repeated calls would otherwise be listed anew in every row that names them.
+    copies: dict[int, list[int]] = {}
+    rows = []
+    for i, tool in enumerate(expected_names):
+        mine = candidates[i]
+        listed = copies.get(id(mine))
+        if listed is None:
+            listed = copies[id(mine)] = list(mine)
+        rows.append({"entry": i, "tool": tool, "call": paired[i], "matching_calls": listed})
+    return rows
 
 
 def _score(spec: Spec[Any], matched: int, expected: int) -> float:
@@ -266,6 +233,11 @@ class ArgsEntry(SdkEntry[ArgsCriteria]):
 
 _SCALARS = (str, int, float)
 
+#: tool-call-args compares each distinct expected call with each call of its tool while that
+#: makes at most this many comparisons per call and expected call; past it, it looks them up
+#: (``call_pairing.ArgsIndex``), whose set-up costs about as much per item.
+COMPARED_PER_ITEM = 2
+
 
 def same_value(a: Any, b: Any) -> bool:
     """JSON equality without coercion: ``"10" != 10``, ``true != 1``, but ``1 == 1.0``."""
@@ -287,10 +259,8 @@ def same_value(a: Any, b: Any) -> bool:
     return type(a) is type(b) and bool(a == b)
 
 
-def _args_match(expected: Mapping[str, Any], call: ToolCall, subset: bool) -> bool:
-    actual = call.arguments
-    if actual is None:
-        actual = {}                      # no recorded arguments: called without any
+def _args_match(expected: Mapping[str, Any], actual: Any, subset: bool) -> bool:
+    """Whether a call's arguments (``{}`` when it recorded none) match an expected entry's."""
     if actual.__class__ is not dict and not isinstance(actual, Mapping):
         return False
     if subset:
@@ -319,6 +289,11 @@ class ToolCallArgsGrader:
         seen: dict[str, int] = {}
         self.keys = [seen.setdefault(json.dumps([e.name, e.args], sort_keys=True), len(seen))
                      for e in spec.criteria.tool_calls]
+        # Per distinct expected call: its tool, arguments and their key for the lookup.
+        self.distinct: list[tuple[str, dict[str, Any], Hashable | None]] = []
+        for e, key in zip(spec.criteria.tool_calls, self.keys):
+            if key == len(self.distinct):
+                self.distinct.append((e.name, e.args, json_key(e.args)))
         self.names = tuple(dict.fromkeys(e.name for e in spec.criteria.tool_calls))
 
     def grade(self, run: AgentRun) -> GradeResult:
@@ -327,15 +302,10 @@ class ToolCallArgsGrader:
         # Call positions of the expected tools (the only ones the texts and details name).
         by_name = {name: [c.index for c in groups[name]] for name in self.names
                    if name in groups}
-        # Entries repeating the same expected call share one candidate list.
-        shared: dict[int, list[int]] = {}
-        candidates = []
-        for e, key in zip(expected, self.keys):
-            found = shared.get(key)
-            if found is None:
-                found = shared[key] = [c.index for c in groups.get(e.name, ())
-                                       if _args_match(e.args, c, self.subset)]
-            candidates.append(found)
+        # Entries repeating the same expected call share one candidate list, found by lookup
+        # among the classes of calls with equal arguments.
+        shared = self._candidates(run, groups)
+        candidates = [shared[key] for key in self.keys]
         paired = max_matching(candidates)
         matched = sum(1 for p in paired if p is not None)
         entries = _pairing_details([e.name for e in expected], paired, candidates)
@@ -355,6 +325,22 @@ class ToolCallArgsGrader:
             details["violations"] = offending
         return verdict(self.name, ARGS, self.spec, _score(self.spec, matched, len(expected)),
                        text, details)
+
+    def _candidates(self, run: AgentRun, groups: Mapping[str, Sequence[ToolCall]]
+                    ) -> list[Sequence[int]]:
+        """Per distinct expected call, the positions of the calls it matches."""
+        pairs = sum(len(groups.get(name, ())) for name, _, _ in self.distinct)
+        calls = sum(len(groups.get(name, ())) for name in self.names)
+        if pairs > COMPARED_PER_ITEM * (calls + len(self.distinct)):
+            index = ArgsIndex(run, self.names, self.subset, self._matches)
+            return [index.candidates(*d) for d in self.distinct]
+        # Few pairs to compare (a short run or list): comparing costs less than indexing.
+        return [[c.index for c in groups.get(name, ())
+                 if self._matches(args, {} if c.arguments is None else c.arguments)]
+                for name, args, _ in self.distinct]
+
+    def _matches(self, expected: Mapping[str, Any], actual: Any) -> bool:
+        return _args_match(expected, actual, self.subset)
 
     def _mismatches(self, run: AgentRun, paired: Sequence[int | None]) -> list[dict[str, Any]]:
         expected = self.spec.criteria.tool_calls
@@ -446,8 +432,20 @@ class ToolCallOutputGrader:
                     texts[c.index] = output_text(c)
             if positions:
                 by_name[name] = positions
-        candidates = [[j for j in by_name.get(e.name, ()) if texts.get(j) == e.output]
-                      for e in expected]
+        # The completed calls of each tool by output text: an entry finds its equal outputs by
+        # lookup, and entries expecting the same output share one candidate list.
+        by_text: dict[str, dict[str | None, list[int]]] = {}
+        for name, positions in by_name.items():
+            found = by_text[name] = {}
+            for j in positions:
+                text = texts[j]
+                same = found.get(text)
+                if same is None:
+                    found[text] = [j]
+                else:
+                    same.append(j)
+        nothing: list[int] = []
+        candidates = [by_text.get(e.name, {}).get(e.output, nothing) for e in expected]
         paired = max_matching(candidates)
         matched = sum(1 for p in paired if p is not None)
         entries = _pairing_details([e.name for e in expected], paired, candidates)
