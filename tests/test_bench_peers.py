@@ -194,3 +194,19 @@ def test_targets_pass_and_miss() -> None:
     fixed = "fixed cost at 10 calls within 1.5x of its peer"
     assert status[f"args {fixed}"][0] == "PASS"
     assert status[f"output {fixed}"][0] == "MISS"                # 2x
+
+
+def test_markdown_table_has_a_row_per_family_and_marks_known_flaws() -> None:
+    cells = [_cell("count", 10, 0.0123, 0.05), _cell("count", 1_000, 123.4, None),
+             _cell("trajectory in_order", 10, 1.5, 0.07, peer_score=0.0),
+             _cell("output", 1_000, 2.0, 3.0, peer_score=0.25)]
+    cells[1].peer_status = "timeout"
+    table = bench_peers.markdown(cells, [10, 1_000]).splitlines()
+    assert table[0] == "| family (peer) | 10 calls | 1,000 calls |"
+    count_row = next(line for line in table if line.startswith("| count"))
+    assert "0.0123 / 0.05" in count_row and "123 / timeout" in count_row
+    order_row = next(line for line in table if line.startswith("| trajectory in_order"))
+    assert order_row.endswith("1.5 / 0.07 ¹ |  |")
+    output_row = next(line for line in table if line.startswith("| output"))
+    assert output_row.endswith("2 / 3 (scores DIFFER) |")
+    assert table[-1].startswith("¹ the scores differ")

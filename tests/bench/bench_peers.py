@@ -478,6 +478,38 @@ def targets(cells: list[Cell]) -> list[dict[str, Any]]:
     return out
 
 
+def markdown(cells: list[Cell], sizes: Sequence[int]) -> str:
+    """The figures as one Markdown table: a row per family, ``ours / peer`` ms per size."""
+    by = {(c.family, c.calls): c for c in cells}
+    families = list(dict.fromkeys((c.family, c.peer) for c in cells))
+    lines = ["| family (peer) | " + " | ".join(f"{n:,} calls" for n in sizes) + " |",
+             "|---|" + "---|" * len(sizes)]
+    for family, peer in families:
+        row = []
+        for n in sizes:
+            cell = by.get((family, n))
+            if cell is None:
+                row.append("")
+                continue
+            theirs = (_short(cell.peer_ms) if cell.peer_ms is not None
+                      else cell.peer_status.split(" (")[0])
+            mark = (" ¹" if cell.agreement.startswith("differs")
+                    else " (scores DIFFER)" if cell.agreement.startswith("DIFFERS") else "")
+            row.append(f"{_short(cell.ours_ms)} / {theirs}{mark}")
+        lines.append(f"| {family} ({peer}) | " + " | ".join(row) + " |")
+    if any(c.agreement.startswith("differs") for c in cells):
+        lines.append("")
+        lines.append("¹ the scores differ: a documented flaw of the peer (docs/differences.md).")
+    return "\n".join(lines)
+
+
+def _short(ms: float) -> str:
+    """Three significant digits, thousands separated."""
+    if ms >= 100:
+        return f"{ms:,.0f}"
+    return f"{ms:.3g}"
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
@@ -492,6 +524,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--families", default="",
                         help="comma-separated prefixes (trajectory,order,count,args,output,"
                              "letta); all by default")
+    parser.add_argument("--markdown", action="store_true",
+                        help="also print the table as Markdown (README's performance table)")
     opts = parser.parse_args(argv)
     sizes = [int(s) for s in opts.sizes.split(",")]
     prefixes = tuple(p.strip() for p in opts.families.split(",") if p.strip())
@@ -518,6 +552,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print("\nTARGETS")
     for check in checks:
         print(f"  {check['status']:<5} {check['target']}: {check['figure']}")
+    if opts.markdown:
+        print("\n" + markdown(cells, sizes))
     return {"sizes": sizes, "peers": versions, "cells": [c.as_dict() for c in cells],
             "targets": checks}
 
