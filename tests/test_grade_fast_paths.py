@@ -190,3 +190,43 @@ def test_kept_explanations_are_bounded() -> None:
             f"The submission (the arguments of call #0 (t)) holds {n} character(s) outside "
             "printable ASCII (first at offset 6)")
     assert len(grader._said) <= _SAID_KEPT
+
+
+def _json_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 3 else 6)
+    if kind == 0:
+        return rng.choice([0, 1, -1, 10**20, True, False, None])
+    if kind == 1:
+        return rng.choice([0.0, -0.0, 1.5, 1e300, 1.0, math.inf, -math.inf, math.nan])
+    if kind in (2, 3, 4, 5):
+        return rng.choice(["", "a", "é", "NaN", "\ud800", "x\ny", '"q"', "1"])
+    if kind in (6, 7):
+        return {rng.choice("abc"): _json_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return [_json_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+
+
+def test_exact_match_on_the_truths_compact_text_is_the_json_comparison() -> None:
+    from otel_tooleval.graders.tool_graders import (
+        _json_or_none,
+        _same_json,
+        _truth_compact,
+        _truth_json,
+    )
+    rng = random.Random(19)
+    for _ in range(3000):
+        value = _json_value(rng)
+        truth = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+        compact = _truth_compact(truth)
+        theirs = _truth_json(truth)
+        if not isinstance(theirs, (dict, list)):
+            assert compact is None
+            continue
+        for text in (text_of(value), text_of(theirs), json.dumps(value), compact):
+            if text is None or text != compact:
+                continue
+            mine = _json_or_none(text)      # the long way
+            assert _same_json(mine, theirs), (truth, text)
+    # a NaN is not equal to itself: no shortcut, the long way says "not equal"
+    assert _truth_compact('{"x": NaN}') is None
+    assert not _same_json(_json_or_none('{"x":NaN}'), _truth_json('{"x": NaN}'))
+    assert _truth_compact('"text"') is None and _truth_compact("plain") is None

@@ -72,6 +72,8 @@ def _exact_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     if extractor.writes_json:
         # Arguments JSON is our own serialisation: compare values, not key order or spacing.
+        if text == _truth_compact(truth):
+            return _JSON_VERDICTS[True]     # the truth's own compact text: equal, unparsed
         theirs = _truth_json(truth)
         if theirs.__class__ is dict or theirs.__class__ is list:
             mine = _json_or_none(text)
@@ -176,6 +178,23 @@ def _truth_json(truth: str) -> Any:
     """``_json_or_none`` of a ground truth, kept: the config's is the same text every run.
     (Callers only read the value.)"""
     return _json_or_none(truth)
+
+
+@lru_cache(maxsize=256)
+def _truth_compact(truth: str) -> str | None:
+    """The ground truth's JSON object or array written as ``text_of`` writes it, or None.
+
+    A text equal to it parses to the same value, which ``_same_json`` finds equal to the
+    truth's, unless it holds a NaN (not equal to itself): None then, and for a truth that is
+    no object or array (compared as text)."""
+    value = _truth_json(truth)
+    if value.__class__ is not dict and value.__class__ is not list:
+        return None
+    try:
+        compact = text_of(value)
+    except RecursionError:          # nested deeper than the encoder goes: the long way
+        return None
+    return None if "NaN" in compact else compact
 
 
 def _same_json(a: Any, b: Any) -> bool:
