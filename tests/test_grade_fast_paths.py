@@ -230,3 +230,23 @@ def test_exact_match_on_the_truths_compact_text_is_the_json_comparison() -> None
     assert _truth_compact('{"x": NaN}') is None
     assert not _same_json(_json_or_none('{"x":NaN}'), _truth_json('{"x": NaN}'))
     assert _truth_compact('"text"') is None and _truth_compact("plain") is None
+
+
+def test_matches_checks_the_budget_and_bounds_as_search_does() -> None:
+    from otel_tooleval.graders.matching import (
+        BudgetExceeded,
+        compile_user,
+        grading_limits,
+        matches,
+        search,
+    )
+    pattern = compile_user("^ab|cd$|x")
+    for text in ("abz", "zcd", "zz", "a" * 50 + "x", "x" + "a" * 50, "q" * 40 + "ab" + "q" * 40):
+        with grading_limits(max_match_chars=20):
+            assert matches(pattern, text) is (search(pattern, text) is not None), text
+    with grading_limits(budget_ms=1e-9) as clock:
+        clock.spent = True
+        with pytest.raises(BudgetExceeded):
+            matches(pattern, "abz")
+        with pytest.raises(BudgetExceeded):
+            search(pattern, "abz")
