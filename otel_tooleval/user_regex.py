@@ -74,7 +74,7 @@ class UserRegex:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:
                 data = _encodable(text).encode("utf-8")
-            start = len(text[:pos].encode("utf-8", "surrogatepass"))   # 0, or one character
+            start = 0 if not pos else len(text[:pos].encode("utf-8", "surrogatepass"))
             return bool(self._raw.Match(_UNANCHORED, data, start, len(data))[0] != _NULL_SPAN)
         return self._call(self._tester.search, text, pos, endpos) is not None
 

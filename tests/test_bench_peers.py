@@ -94,7 +94,14 @@ def load(calls, configs):
         return 0.0, None
     def broken():
         raise ValueError("the peer rejected its config")
-    return {{"count": fast, "args": slow, "output": broken}}
+    prepared = []
+    def fresh():
+        return float(len(prepared)), None
+    def prepare():
+        time.sleep(0.3)
+        prepared.append(1)
+    fresh.prepare = prepare
+    return {{"count": fast, "args": slow, "output": broken, "fresh": fresh}}
 
 serve("9.9", load)
 """
@@ -129,6 +136,11 @@ def test_worker_answers_times_out_and_restarts(fake_worker: bench_peers.Worker) 
         fake_worker.grade("output", 30)
     with pytest.raises(bench_peers.PeerError, match="no grader for nothing"):
         fake_worker.grade("nothing", 30)
+    # a grading callable's prepare runs before every timed call, outside the timing
+    first_fresh = fake_worker.grade("fresh", 30)
+    second_fresh = fake_worker.grade("fresh", 30)
+    assert (first_fresh["score"], second_fresh["score"]) == (1.0, 2.0)
+    assert first_fresh["ms"] < 300 and second_fresh["ms"] < 300   # the 0.3 s sleep not in it
 
 
 def test_worker_that_cannot_start_is_an_error(tmp_path: Path) -> None:

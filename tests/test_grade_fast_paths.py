@@ -132,3 +132,121 @@ def test_exact_explanation_names_three_of_each_problem_and_counts_the_rest() -> 
     assert fewer.explanation == (
         "2 of 8 expected calls in place; missing entry 2 (c), entry 3 (d), entry 4 (e) and 3 "
         "more.")
+
+
+# -- the tool grader (letta functions) ----------------------------------------------------------
+
+def test_printable_check_at_c_speed_agrees_with_the_character_loop() -> None:
+    from otel_tooleval.graders.tool_graders import _all_printable, _is_printable
+    texts = [chr(cp) for cp in range(0x3100)] + ["", "a\nb\r\n", "tab\there", "\x7f", "ok ~",
+                                                  "é", "\n", "\r\r", "a\x00b", "\ud800", "\u2028"]
+    rng = random.Random(19)
+    alphabet = "ab ~\n\r\t\x7f\x1fé€\u00a0\u2028\U0001f30d"
+    texts += ["".join(rng.choice(alphabet) for _ in range(rng.randrange(12)))
+              for _ in range(2000)]
+    for text in texts:
+        assert _all_printable(text) is all(_is_printable(ch) for ch in text), repr(text)
+
+
+def test_whitespace_only_check_is_what_strip_leaves_empty() -> None:
+    for cp in range(0x3100):
+        for text in (chr(cp), chr(cp) * 3, f" {chr(cp)}\n"):
+            assert (not text or text.isspace()) is (not text.strip()), hex(cp)
+
+
+def _letta(function: str, **more: Any) -> dict[str, Any]:
+    return {"graders": [{"name": "g", "kind": "tool", "function": function,
+                         "extractor": "tool_arguments",
+                         "extractor_config": {"tool_name": "t"}, **more}]}
+
+
+@pytest.mark.parametrize(("function", "config_truth"), [
+    ("exact_match", '{"q": 1}'), ("exact_match", "nope"), ("contains", '"q"'),
+    ("contains", "absent"), ("regex_match", "q.?"), ("regex_match", "^z"),
+    ("ascii_printable_only", None)])
+def test_kept_explanations_are_what_a_fresh_grader_writes(function: str,
+                                                          config_truth: str | None) -> None:
+    from otel_tooleval import load_config
+    more = {} if config_truth is None else {"ground_truth": config_truth}
+    kept = load_config(_letta(function, **more)).graders[0].grader
+    runs = [([call("t", '{"q": 1}')], {}), ([call("t", '{"q": "é\\u0007"}')], {}),
+            ([call("t", '{"q": 2}')], {"root_attrs": {"tooleval.ground_truth": "q\\\""}}),
+            ([call("t", '{"q": 1}')], {"root_attrs": {"tooleval.ground_truth": '{"q":1}'}})]
+    if config_truth is None:
+        runs = runs[:2]
+    for _ in range(3):
+        for calls, extra in runs:
+            fresh = load_config(_letta(function, **more)).graders[0].grader
+            assert kept.grade(run_of(calls, **extra)) == fresh.grade(run_of(calls, **extra))
+
+
+def test_kept_explanations_are_bounded() -> None:
+    from otel_tooleval import load_config
+    from otel_tooleval.graders.tool_graders import _SAID_KEPT
+    grader = load_config(_letta("ascii_printable_only")).graders[0].grader
+    for n in range(1, 2 * _SAID_KEPT):
+        result = grader.grade(run_of([call("t", json.dumps({"q": "é" * n}))]))
+        assert result.explanation.startswith(
+            f"The submission (the arguments of call #0 (t)) holds {n} character(s) outside "
+            "printable ASCII (first at offset 6)")
+    assert len(grader._said) <= _SAID_KEPT
+
+
+def _json_value(rng: random.Random, depth: int = 0) -> Any:
+    kind = rng.randrange(9 if depth < 3 else 6)
+    if kind == 0:
+        return rng.choice([0, 1, -1, 10**20, True, False, None])
+    if kind == 1:
+        return rng.choice([0.0, -0.0, 1.5, 1e300, 1.0, math.inf, -math.inf, math.nan])
+    if kind in (2, 3, 4, 5):
+        return rng.choice(["", "a", "é", "NaN", "\ud800", "x\ny", '"q"', "1"])
+    if kind in (6, 7):
+        return {rng.choice("abc"): _json_value(rng, depth + 1) for _ in range(rng.randrange(4))}
+    return [_json_value(rng, depth + 1) for _ in range(rng.randrange(4))]
+
+
+def test_exact_match_on_the_truths_compact_text_is_the_json_comparison() -> None:
+    from otel_tooleval.graders.tool_graders import (
+        _json_or_none,
+        _same_json,
+        _truth_compact,
+        _truth_json,
+    )
+    rng = random.Random(19)
+    for _ in range(3000):
+        value = _json_value(rng)
+        truth = json.dumps(value, ensure_ascii=rng.random() < 0.5)
+        compact = _truth_compact(truth)
+        theirs = _truth_json(truth)
+        if not isinstance(theirs, (dict, list)):
+            assert compact is None
+            continue
+        for text in (text_of(value), text_of(theirs), json.dumps(value), compact):
+            if text is None or text != compact:
+                continue
+            mine = _json_or_none(text)      # the long way
+            assert _same_json(mine, theirs), (truth, text)
+    # a NaN is not equal to itself: no shortcut, the long way says "not equal"
+    assert _truth_compact('{"x": NaN}') is None
+    assert not _same_json(_json_or_none('{"x":NaN}'), _truth_json('{"x": NaN}'))
+    assert _truth_compact('"text"') is None and _truth_compact("plain") is None
+
+
+def test_matches_checks_the_budget_and_bounds_as_search_does() -> None:
+    from otel_tooleval.graders.matching import (
+        BudgetExceeded,
+        compile_user,
+        grading_limits,
+        matches,
+        search,
+    )
+    pattern = compile_user("^ab|cd$|x")
+    for text in ("abz", "zcd", "zz", "a" * 50 + "x", "x" + "a" * 50, "q" * 40 + "ab" + "q" * 40):
+        with grading_limits(max_match_chars=20):
+            assert matches(pattern, text) is (search(pattern, text) is not None), text
+    with grading_limits(budget_ms=1e-9) as clock:
+        clock.spent = True
+        with pytest.raises(BudgetExceeded):
+            matches(pattern, "abz")
+        with pytest.raises(BudgetExceeded):
+            search(pattern, "abz")

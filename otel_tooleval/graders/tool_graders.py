@@ -72,44 +72,68 @@ def _exact_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     if extractor.writes_json:
         # Arguments JSON is our own serialisation: compare values, not key order or spacing.
+        if text == _truth_compact(truth):
+            return _JSON_VERDICTS[True]     # the truth's own compact text: equal, unparsed
         theirs = _truth_json(truth)
         if theirs.__class__ is dict or theirs.__class__ is list:
             mine = _json_or_none(text)
         else:
             mine = _NOT_JSON
         if mine is not _NOT_JSON:
-            ok = _same_json(mine, theirs)
-            return _Verdict(ok, "equals the ground truth{gt} as JSON" if ok
-                            else "does not equal the ground truth{gt} as JSON", {"compared": "json"})
-    ok = text.strip() == truth.strip()
-    return _Verdict(ok, "exactly matches the ground truth{gt}" if ok
-                    else "does not exactly match the ground truth{gt}", {"compared": "text"})
+            return _JSON_VERDICTS[_same_json(mine, theirs)]
+    return _TEXT_VERDICTS[text.strip() == truth.strip()]
 
 
 def _contains(text: str, truth: str, pattern: UserRegex | None,
               extractor: Extractor) -> _Verdict:
-    ok = truth.casefold() in text.casefold()
-    return _Verdict(ok, "contains the ground truth{gt}, ignoring case" if ok
-                    else "does not contain the ground truth{gt}, ignoring case", {})
+    return _CONTAINS_VERDICTS[truth.casefold() in text.casefold()]
 
 
 def _regex_match(text: str, truth: str, pattern: UserRegex | None,
                  extractor: Extractor) -> _Verdict:
     assert pattern is not None
-    ok = matches(pattern, text)
-    return _Verdict(ok, "matches the ground-truth pattern{gt}" if ok
-                    else "does not match the ground-truth pattern{gt}", {})
+    return _REGEX_VERDICTS[matches(pattern, text)]
+
+
+# The verdicts that do not depend on the text, built once ([False], [True]); their details are
+# copied into each result's, never changed.
+_JSON_VERDICTS = (
+    _Verdict(False, "does not equal the ground truth{gt} as JSON", {"compared": "json"}),
+    _Verdict(True, "equals the ground truth{gt} as JSON", {"compared": "json"}))
+_TEXT_VERDICTS = (
+    _Verdict(False, "does not exactly match the ground truth{gt}", {"compared": "text"}),
+    _Verdict(True, "exactly matches the ground truth{gt}", {"compared": "text"}))
+_CONTAINS_VERDICTS = (
+    _Verdict(False, "does not contain the ground truth{gt}, ignoring case", {}),
+    _Verdict(True, "contains the ground truth{gt}, ignoring case", {}))
+_REGEX_VERDICTS = (
+    _Verdict(False, "does not match the ground-truth pattern{gt}", {}),
+    _Verdict(True, "matches the ground-truth pattern{gt}", {}))
 
 
 def _is_printable(ch: str) -> bool:
     return " " <= ch <= "~" or ch in "\n\r"
 
 
+def _all_printable(text: str) -> bool:
+    """Whether every character passes ``_is_printable``, at C speed: in ASCII, ``isprintable``
+    holds for exactly " " to "~", so only line breaks need taking out first."""
+    if not text.isascii():
+        return False
+    return text.isprintable() or text.replace("\n", "").replace("\r", "").isprintable()
+
+
+_PRINTABLE = _Verdict(True, "holds only printable ASCII", {"non_printable": 0})
+_SAID_KEPT = 64      # formatted explanations a grader keeps (the constant verdicts' few)
+
+
 def _ascii_printable_only(text: str, truth: str, pattern: UserRegex | None,
                           extractor: Extractor) -> _Verdict:
+    if _all_printable(text):
+        return _PRINTABLE           # its details are copied into the result's, never changed
     offsets = [i for i, ch in enumerate(text) if not _is_printable(ch)]
     if not offsets:
-        return _Verdict(True, "holds only printable ASCII", {"non_printable": 0})
+        return _PRINTABLE
     return _Verdict(False, f"holds {len(offsets)} character(s) outside printable ASCII "
                            f"(first at offset {offsets[0]})",
                     {"non_printable": len(offsets), "offsets": offsets[:20],
@@ -154,6 +178,23 @@ def _truth_json(truth: str) -> Any:
     """``_json_or_none`` of a ground truth, kept: the config's is the same text every run.
     (Callers only read the value.)"""
     return _json_or_none(truth)
+
+
+@lru_cache(maxsize=256)
+def _truth_compact(truth: str) -> str | None:
+    """The ground truth's JSON object or array written as ``text_of`` writes it, or None.
+
+    A text equal to it parses to the same value, which ``_same_json`` finds equal to the
+    truth's, unless it holds a NaN (not equal to itself): None then, and for a truth that is
+    no object or array (compared as text)."""
+    value = _truth_json(truth)
+    if value.__class__ is not dict and value.__class__ is not list:
+        return None
+    try:
+        compact = text_of(value)
+    except RecursionError:          # nested deeper than the encoder goes: the long way
+        return None
+    return None if "NaN" in compact else compact
 
 
 def _same_json(a: Any, b: Any) -> bool:
@@ -214,6 +255,10 @@ class ToolGrader:
         self.threshold = float(params.threshold)
         self.config_truth = (_NO_TRUTH if params.ground_truth is None
                              else _Truth(params.ground_truth, "config"))
+        self.is_regex = params.function == "regex_match"
+        # A verdict's words with the ground truth's origin filled in, by (words, origin): the
+        # built-in verdicts are a handful of constant texts, formatted once each.
+        self._said: dict[tuple[str, str | None], str] = {}
 
     @property
     def names_calls(self) -> bool:
@@ -262,14 +307,29 @@ class ToolGrader:
             return f"from run attribute {self.ground_truth_attribute!r}"
         return "from the config"
 
+    def _said_of(self, verdict: _Verdict, truth: _Truth, needs_ground_truth: bool) -> str:
+        """The verdict's words with where the ground truth came from."""
+        key = (verdict.says, truth.origin)
+        said = self._said.get(key)
+        if said is None:
+            gt = f" {self._truth_words(truth)}" if needs_ground_truth else ""
+            said = verdict.says.format(gt=gt)
+            if len(self._said) < _SAID_KEPT:
+                self._said[key] = said
+        return said
+
     def _grade_builtin(self, run: AgentRun, fn: _Builtin) -> GradeResult:
-        truth = self._truth(run) if fn.needs_ground_truth else _NO_TRUTH
-        if fn.needs_ground_truth and truth.text is None:
-            raise GradingConfigError(
-                f"No ground truth for this run: {self.params.function} needs the root-span "
-                f"attribute {self.ground_truth_attribute!r} or 'ground_truth' in the config.")
+        if fn.needs_ground_truth:
+            truth = self._truth(run)
+            if truth.text is None:
+                raise GradingConfigError(
+                    f"No ground truth for this run: {self.params.function} needs the root-span "
+                    f"attribute {self.ground_truth_attribute!r} or 'ground_truth' in the "
+                    "config.")
+        else:
+            truth = _NO_TRUTH
         pattern = None
-        if self.params.function == "regex_match":
+        if self.is_regex:
             assert truth.text is not None
             pattern = self.static_pattern if truth.origin == "config" else None
             if pattern is None:
@@ -285,22 +345,28 @@ class ToolGrader:
                 pattern = compile_user(truth.text)
         extraction = self.extractor.extract(run)
         details = self._details(extraction, truth)
-        if extraction.text is None:
+        text = extraction.text
+        if text is None:
             return self._result(0.0, f"Nothing to grade: {extraction.missing}.", details)
-        if not extraction.text.strip():
+        if not text or text.isspace():     # what strip() leaves empty, without the copy
             return self._result(0.0, f"The submission ({extraction.source}) is empty; an empty "
                                      "submission scores 0.", details)
-        verdict = fn.compare(extraction.text, truth.text or "", pattern, self.extractor)
-        details.update(verdict.details)
-        details["matched"] = verdict.ok
-        gt = f" {self._truth_words(truth)}" if fn.needs_ground_truth else ""
-        explanation = f"The submission ({extraction.source}) {verdict.says.format(gt=gt)}."
+        verdict = fn.compare(text, truth.text or "", pattern, self.extractor)
+        if verdict.details:
+            details.update(verdict.details)
+        ok = verdict.ok
+        details["matched"] = ok
+        explanation = (f"The submission ({extraction.source}) "
+                       f"{self._said_of(verdict, truth, fn.needs_ground_truth)}.")
         if self.include_values:
-            explanation += f" Submission: {_shown(extraction.text)}"
+            explanation += f" Submission: {_shown(text)}"
             if truth.text is not None:
                 explanation += f"; ground truth: {_shown(truth.text)}"
             explanation += "."
-        return self._result(1.0 if verdict.ok else 0.0, explanation, details)
+        score = 1.0 if ok else 0.0
+        passed = score >= self.threshold        # _result, without the call
+        return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
+                           explanation, details)
 
     def _grade_custom(self, run: AgentRun, fn: CustomGrader) -> GradeResult:
         truth = self._truth(run)

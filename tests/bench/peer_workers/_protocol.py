@@ -7,6 +7,10 @@ that prints to stdout cannot be mistaken for an answer):
   and evaluators for every family it has; answers ``{"ok": true, "version": ...}``;
 - ``{"op": "grade", "family": NAME}``: one grading call, timed alone; answers ``{"ms": ...,
   "score": ..., "passed": ...}`` (``passed`` null where the peer has no pass mark).
+
+A grading callable may carry a ``prepare`` attribute: a callable run, untimed, right before
+each timed call (the letta worker builds a fresh message history there, as bench_peers.py
+builds a fresh run for ours before every sample, so both sides grade data just built).
 """
 
 from __future__ import annotations
@@ -54,6 +58,9 @@ def serve(version: str, load: Callable[[list[Any], dict[str, Any]], Graders]) ->
                 if grade is None:
                     reply({"error": f"no grader for {request['family']}"})
                     continue
+                prepare = getattr(grade, "prepare", None)
+                if prepare is not None:
+                    prepare()
                 t0 = time.perf_counter()
                 score, passed = grade()
                 elapsed = time.perf_counter() - t0

@@ -3,8 +3,12 @@
 Run with the interpreter of the venv install_peers.sh made (``.bench-peers/letta-evals``);
 speaks _protocol.py's line protocol. The trajectory becomes a Letta message history, one turn
 per call (a ToolCallMessage with the arguments as JSON text, then its ToolReturnMessage); the
-messages, the ToolGrader (extractor ``tool_arguments``) and the Sample are built at load, and
-only ``ToolGrader.grade()`` (extraction and function) is timed.
+ToolGrader (extractor ``tool_arguments``) and the Sample are built at load, and only
+``ToolGrader.grade()`` (extraction and function) is timed. The message history is built afresh
+before every grading call, untimed (``prepare``, see _protocol.py): bench_peers.py grades ours
+on a run built just before each sample, and building thousands of objects evicts the CPU
+caches, which then costs the next grading call up to ten times its warm time on either side
+(a history built once and graded again and again would keep the peer's caches warm).
 """
 
 from __future__ import annotations
@@ -39,8 +43,23 @@ def history(calls: list[Any]) -> list[list[Any]]:
     return turns
 
 
+class _Grade:
+    """One family's grading call (timed), with ``prepare`` (untimed) to rebuild its history."""
+
+    def __init__(self, grader: Any, sample: Any, calls: list[Any]) -> None:
+        self.grader, self.sample, self.calls = grader, sample, calls
+        self.trajectory = history(calls)
+
+    def prepare(self) -> None:
+        self.trajectory = []            # the old history freed first, as ours is
+        self.trajectory = history(self.calls)
+
+    def __call__(self) -> tuple[float, bool | None]:
+        result, _submission = drive(self.grader.grade(self.sample, self.trajectory))
+        return float(result.score), result.score >= 1.0
+
+
 def load(calls: list[Any], configs: dict[str, Any]) -> Graders:
-    trajectory = history(calls)
     graders: Graders = {}
     for family, cfg in configs.items():
         if not family.startswith("letta "):
@@ -50,12 +69,7 @@ def load(calls: list[Any], configs: dict[str, Any]) -> Graders:
         truth = cfg["ground_truth"]
         sample = Sample(id=0, input="bench", ground_truth=(
             json.dumps(truth) if isinstance(truth, dict) else truth))
-
-        def grade(grader: Any = grader, sample: Any = sample) -> tuple[float, bool | None]:
-            result, _submission = drive(grader.grade(sample, trajectory))
-            return float(result.score), result.score >= 1.0
-
-        graders[family] = grade
+        graders[family] = _Grade(grader, sample, calls)
     return graders
 
 
