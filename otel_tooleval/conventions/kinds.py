@@ -29,11 +29,14 @@ def _text(value: Any) -> str | None:
 
 
 def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
-    """``span_kind`` written out from the conventions' tables: one ``get`` per marker key and
-    tool-name key, no loop (a loop over the tables costs twice as much per span).
+    """``span_kind`` written out from the conventions' tables: one ``in`` test per marker key
+    and tool-name key, no loop (a loop over the tables costs twice as much per span).
 
     Marker values map to bits, including a row that marks tool spans by a value of a marker
-    key (``mlflow.spanType = "TOOL"``); then presence markers; then the tool-name rows.
+    key (``mlflow.spanType = "TOOL"``); then presence markers; then the tool-name rows. Most
+    keys tested are absent from a span, so each is tested with ``in`` (no call) before it is
+    read, and written as a literal (a constant loads faster than a global); a span without any
+    of the keys (an HTTP or database span) is told by one key-set test.
     """
     bits: dict[str, dict[str, int]] = {}
     for m in MARKERS:
@@ -49,30 +52,32 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
             table[row.when[1]] = table.get(row.when[1], 0) | TOOL
         elif row.name is not None and (row.name, row.when) not in named:
             named.append((row.name, row.when))
-    env: dict[str, Any] = {"_text": _text}
-    lines = ["def span_kind(attrs):", "    get = attrs.get", "    kind = 0"]
+    read = {key for key, table in bits.items() if table}
+    read.update(m.key for m in MARKERS if m.present)
+    read.update(key for key, _ in named)
+    read.update(when[0] for _, when in named if when is not None)
+    env: dict[str, Any] = {"_text": _text, "KEYS": frozenset(read)}
+    lines = ["def span_kind(attrs):", "    if KEYS.isdisjoint(attrs):", "        return 0",
+             "    kind = 0"]
     for i, (key, table) in enumerate((k, t) for k, t in bits.items() if t):
-        env[f"K{i}"], env[f"B{i}"] = key, table
-        lines += [f"    v = get(K{i})", "    if v is not None:",
+        env[f"B{i}"] = table
+        lines += [f"    if {key!r} in attrs:", f"        v = attrs[{key!r}]",
                   "        if v.__class__ is not str:", "            v = _text(v)",
                   f"        kind |= B{i}.get(v, 0)"]
-    for i, m in enumerate(m for m in MARKERS if m.present):
-        env[f"P{i}"] = m.key
-        lines += [f"    if P{i} in attrs:", f"        kind |= {m.present}"]
+    for m in MARKERS:
+        if m.present:
+            lines += [f"    if {m.key!r} in attrs:", f"        kind |= {m.present}"]
     tests = []
-    for i, (key, when) in enumerate(named):
-        env[f"T{i}"] = key
-        test = f"get(T{i}) is not None"
+    for key, when in named:
+        test = f"{key!r} in attrs and attrs[{key!r}] is not None"
         if when is not None:
-            env[f"W{i}"], env[f"V{i}"] = when
-            test = f"({test} and get(W{i}) == V{i})"
-        tests.append(test)
+            test += f" and {when[0]!r} in attrs and attrs[{when[0]!r}] == {when[1]!r}"
+        tests.append(f"({test})")
     if tests:
         lines += [f"    if not kind & {TOOL} and ({' or '.join(tests)}):",
                   f"        kind |= {TOOL}"]
-    env["SYN"] = SYNTHESIZED
-    lines += [f"    if kind & {TOOL} and get(SYN) is True:", f"        kind ^= {TOOL}",
-              "    return kind"]
+    lines += [f"    if kind & {TOOL} and {SYNTHESIZED!r} in attrs and attrs[{SYNTHESIZED!r}] is True:",
+              f"        kind ^= {TOOL}", "    return kind"]
     exec("\n".join(lines), env)   # noqa: S102 - our own tables, made once at import
     fn: Callable[[Mapping[str, Any]], int] = env["span_kind"]
     fn.__doc__ = _SPAN_KIND_DOC
