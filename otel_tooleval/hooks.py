@@ -105,7 +105,6 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             ctx = span._context
             parent = span._parent
             attrs = span._attributes._dict
-            end = span._end_time
             sid = ctx[1]
             state = traces_get(ctx[0])
             item: RunJob | EndedRoot | None = None
@@ -120,6 +119,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 if named:
                     kind = buffers._named_kind(attrs, span, kind)
                 if kind or named:
+                    end = span._end_time
                     if end:
                         state.touched = end
                     kept = None

@@ -326,6 +326,47 @@ def test_span_kind_over_every_marker_combination() -> None:
         assert span_kind(attrs) == expected, attrs
 
 
+def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others() -> None:
+    """Each key the classifier reads, alone, with a value of every row, with None and among
+    unrelated keys, against the tables read slowly; a span without any of them is nothing."""
+    from otel_tooleval.conventions import AGENT, MODEL, TOOL, span_kind
+    from otel_tooleval.conventions.registry import MARKERS, TOOL_CONVENTIONS
+
+    def slow(attrs: dict[str, Any]) -> int:
+        kind = 0
+        for m in MARKERS:
+            value = attrs.get(m.key)
+            if value in m.agents:
+                kind |= AGENT
+            if value in m.models:
+                kind |= MODEL
+            if m.present and m.key in attrs:
+                kind |= m.present
+        for row in TOOL_CONVENTIONS:
+            if row.name is None and row.when is not None and attrs.get(row.when[0]) == row.when[1]:
+                kind |= TOOL
+        if tool_name_of(attrs, "span name") is not None:
+            kind |= TOOL
+        return kind
+
+    cases: list[dict[str, Any]] = [{}, {"http.method": "GET", "http.status_code": 200}]
+    for m in MARKERS:
+        cases += [{m.key: v} for v in (*m.agents, *m.models, "other", None, 3)]
+    for row in TOOL_CONVENTIONS:
+        if row.name is not None:
+            cases += [{row.name: "t"}, {row.name: None}]
+        if row.when is not None:
+            cases += [{row.when[0]: row.when[1]}, {row.when[0]: row.when[1], "tool.name": "t"}]
+            if row.name is not None:
+                cases.append({row.name: "t", row.when[0]: row.when[1]})
+    for attrs in cases:
+        for extra in ({}, {"http.url": "https://example.test", "db.system": "x"}):
+            both = {**extra, **attrs}
+            if "tool.synthesized" not in both:
+                assert span_kind(both) == slow(both), both
+            assert span_kind({**both, "tool.synthesized": True}) == slow(both) & ~TOOL, both
+
+
 def test_str_enum_attribute_values_read_as_their_characters() -> None:
     """The SDK keeps a str subclass as it is; OTLP sends its characters, and so do we (not
     ``Tool.SEARCH``, its ``__str__``), for names, call ids, servers and agent names."""
