@@ -291,9 +291,10 @@ _PENDING = attrgetter("pending")
 
 
 def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
-              by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+              by_tool: Mapping[str, list[_Entry]],
+              index: _Index | None = None) -> dict[int, ToolCall]:
     """Entry index -> matched call for the best largest in-order matching (``by_tool``:
-    ``_by_tool(entries)``).
+    ``_by_tool(entries)``; ``index``: ``_pair_index(by_tool)``, built when needed if not given).
 
     Without latency limits every largest matching scores the same (hits / entries), so only
     the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
@@ -306,7 +307,7 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
     pending = any(map(_PENDING, calls))
-    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)))
+    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)), index)
     if pairs is not None:
         if pending:
             return _sparse_fronts(entries, calls, pairs)
@@ -509,10 +510,13 @@ def _pair_budget(entries: int, calls: int) -> int:
     return max(4 * (entries + calls), entries * calls // 8)
 
 
-def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
-                    budget: int) -> _Pairs | None:
-    """(call index, its matching entries in ascending order) for every call some entry
-    matches; None once the candidates examined exceed ``budget``.
+_Index = tuple[dict[str, dict[str, dict[Any, list[_Group]]]], dict[str, list[_Group]]]
+
+
+def _pair_index(by_tool: Mapping[str, list[_Entry]]) -> _Index:
+    """The index ``_matching_pairs`` looks candidates up in: (tool -> key -> value -> groups,
+    tool -> groups without a scalar to file them under). It depends on the entries only, so a
+    grader builds it once.
 
     An entry whose args hold a scalar at the top level can only match calls with that very
     value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
@@ -542,6 +546,16 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
                 continue
             key, value = min(items, key=shared.__getitem__)
             index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
+    return index, loose
+
+
+def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
+                    budget: int, index: _Index | None = None) -> _Pairs | None:
+    """(call index, its matching entries in ascending order) for every call some entry
+    matches; None once the candidates examined exceed ``budget``. ``index``:
+    ``_pair_index(by_tool)``, built here when not given.
+    """
+    keyed_by_tool, loose = _pair_index(by_tool) if index is None else index
     counts = Counter(call.name for call in calls)
     if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
            for tool, groups_of in loose.items()) > budget:
@@ -551,7 +565,7 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
     for j, call in enumerate(calls):
         tool = call.name
         candidates: list[_Group] = []
-        keyed = index.get(tool)
+        keyed = keyed_by_tool.get(tool)
         actual = call.arguments
         if actual is None:
             actual = {}     # a span that recorded no arguments: a call with none
@@ -762,6 +776,7 @@ class ToolTrajectoryGrader:
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
         self.by_tool = _by_tool(self.entries)
+        self._index: _Index | None = None         # _pair_index(by_tool), on first use
         self.exact = params.mode == "exact"
         self.threshold = params.threshold
         self._templates = self._row_templates()
@@ -944,7 +959,10 @@ class ToolTrajectoryGrader:
 
     def _in_order_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
         """Rows of ``in_order`` mode, from the best largest in-order matching."""
-        matched = _in_order(self.entries, calls, self.by_tool)
+        index = self._index
+        if index is None and any(self._limited):
+            index = self._index = _pair_index(self.by_tool)
+        matched = _in_order(self.entries, calls, self.by_tool, index)
         get = matched.get
         include_values = self.include_values
         reasons = self._reasons
