@@ -302,11 +302,15 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     too, which a length-only recurrence cannot see: those go through the sparse DPs over the
     matching (entry, call) pairs (``_sparse_settled``, ``_sparse_fronts``), the same matching
     as the column DPs below, which remain for runs where the pairs would be too many (entries
-    without args, or whose args have no scalar value to index, against many calls of their tool).
+    without args, or whose args have no scalar value to index, against many calls of their tool)
+    and for small runs without pending calls (``_COLUMNS_UPTO``), where the columns are short
+    and the sparse DPs' lookups and steps cost more than they save.
     """
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
     pending = any(map(_PENDING, calls))
+    if not pending and len(entries) * len(calls) <= _COLUMNS_UPTO:
+        return _in_order_settled(entries, calls, by_tool)
     pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)), index)
     if pairs is not None:
         if pending:
@@ -315,6 +319,13 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
+
+
+#: Up to this many (entry, call) cells, a run without pending calls goes through the column DP
+#: (``_in_order_settled``): measured on tests/bench/peer_trajectories.py runs, the columns cost
+#: 0.6x the sparse DP's at 10 x 10 and break even near 20 x 20. With pending calls the sparse
+#: DP (``_sparse_fronts``) is as fast or faster at every size.
+_COLUMNS_UPTO = 300
 
 
 def _in_order_bits(entries: Sequence[_Entry], calls: Sequence[ToolCall],
