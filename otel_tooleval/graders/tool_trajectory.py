@@ -150,7 +150,13 @@ def args_match(expected: Any, actual: Any) -> bool:
         if actual.__class__ is not dict and not isinstance(actual, Mapping):
             return False
         for key, value in expected.items():
-            if key not in actual or not args_match(value, actual[key]):
+            if key not in actual:
+                return False
+            if value.__class__ is str:      # the str case below, without a call
+                got = actual[key]
+                if not (got.__class__ is str or isinstance(got, str)) or value != got:
+                    return False
+            elif not args_match(value, actual[key]):
                 return False
         return True
     if isinstance(expected, Mapping):
@@ -575,28 +581,43 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
         return None
     pairs: _Pairs = []
     examined = 0
+    none: tuple[_Group, ...] = ()
     for j, call in enumerate(calls):
         tool = call.name
-        candidates: list[_Group] = []
         keyed = keyed_by_tool.get(tool)
+        free = loose.get(tool, none)
+        if keyed is None and not free:
+            continue            # no entry of this tool: its arguments are not even decoded
         actual = call.arguments
         if actual is None:
             actual = {}     # a span that recorded no arguments: a call with none
+        # The matching groups' entries: the one group's own list (read-only) when only one
+        # matches, as it mostly does; a new list, sorted, when more do.
+        found: list[_Entry] | None = None
+        many = False
         if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
             for key, buckets in keyed.items():
                 value = actual.get(key, _ABSENT)
-                if value is not _ABSENT and isinstance(value, _SCALAR):
-                    candidates += buckets.get(value, ())
-        candidates += loose.get(tool, ())
-        found: list[_Entry] = []
-        for args, entries in candidates:
+                if value is _ABSENT or not isinstance(value, _SCALAR):
+                    continue
+                for args, entries in buckets.get(value, none):
+                    examined += len(entries)
+                    if args_match(args, actual):
+                        if found is None:
+                            found = entries
+                        else:
+                            found, many = found + entries, True
+        for args, entries in free:
             examined += len(entries)
             if args is None or args_match(args, actual):
-                found += entries
+                if found is None:
+                    found = entries
+                else:
+                    found, many = found + entries, True
         if examined > budget:
             return None
-        if found:
-            if len(candidates) > 1:
+        if found is not None:
+            if many:
                 found.sort(key=_INDEX)
             pairs.append((j, found))
     return pairs
@@ -630,33 +651,49 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     scale = n + 1
     width = (m + 1) * scale
     starts, values = [0], [0]
-    paths: list[_Path] = [None]
+    # The pairs that made a step, as parallel lists of ints (no object per pair): the entry,
+    # the call and the pair before it on the path (-1: none); ``steps`` holds each step's.
+    pair_entry: list[int] = []
+    pair_call: list[int] = []
+    pair_before: list[int] = []
+    steps = [-1]
+    made: list[int] = []                    # (first, value, before, entry) per pair of a call
     for j, found in pairs:
         duration = calls[j].duration_ms
         tie = (m - j) * scale + n
-        made = []
+        made.clear()
         for e in found:                     # all read before any is written: one call each
             k = e.index
             at = bisect_right(starts, k) - 1
             key = values[at] // width + scale
             if e.limit is not None and duration is not None and duration <= e.limit:
                 key += 1
-            made.append((k + 1, key * width + tie - k, (k, j, paths[at])))
-        for first, value, step in made:
+            made += (k + 1, key * width + tie - k, steps[at], k)
+        for p in range(0, len(made), 4):
+            first, value = made[p], made[p + 1]
             at = bisect_right(starts, first) - 1
             if values[at] >= value:
                 continue
             if starts[at] != first:
                 at += 1
             end = bisect_left(values, value, at)
-            starts[at:end] = (first,)
-            values[at:end] = (value,)
-            paths[at:end] = (step,)
+            step = len(pair_entry)
+            pair_entry.append(made[p + 3])
+            pair_call.append(j)
+            pair_before.append(made[p + 2])
+            if end == at:
+                starts.insert(at, first)
+                values.insert(at, value)
+                steps.insert(at, step)
+            else:
+                starts[at], values[at], steps[at] = first, value, step
+                if end > at + 1:
+                    del starts[at + 1:end], values[at + 1:end], steps[at + 1:end]
     matched: dict[int, ToolCall] = {}
-    path = paths[-1]
-    while path is not None:
-        entry_index, call_index, path = path
-        matched[entry_index] = calls[call_index]
+    step = steps[-1]
+    while step >= 0:
+        matched[pair_entry[step]] = calls[pair_call[step]]
+        step = pair_before[step]
     return matched
 
 
