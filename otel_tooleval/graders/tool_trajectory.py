@@ -659,16 +659,29 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     steps = [-1]
     made: list[int] = []                    # (first, value, before, entry) per pair of a call
     for j, found in pairs:
-        duration = calls[j].duration_ms
+        call = calls[j]
+        end = call.end_ns                   # ToolCall.duration_ms, in line
+        duration = None if call.pending or end is None else (end - call.start_ns) / 1e6
         tie = (m - j) * scale + n
-        made.clear()
-        for e in found:                     # all read before any is written: one call each
+        if len(found) == 1:                 # one pair: read and written at once
+            e = found[0]
             k = e.index
             at = bisect_right(starts, k) - 1
             key = values[at] // width + scale
-            if e.limit is not None and duration is not None and duration <= e.limit:
+            limit = e.limit
+            if limit is not None and duration is not None and duration <= limit:
                 key += 1
-            made += (k + 1, key * width + tie - k, steps[at], k)
+            made = [k + 1, key * width + tie - k, steps[at], k]
+        else:
+            made = []
+            for e in found:                 # all read before any is written: one call each
+                k = e.index
+                at = bisect_right(starts, k) - 1
+                key = values[at] // width + scale
+                limit = e.limit
+                if limit is not None and duration is not None and duration <= limit:
+                    key += 1
+                made += (k + 1, key * width + tie - k, steps[at], k)
         for p in range(0, len(made), 4):
             first, value = made[p], made[p + 1]
             at = bisect_right(starts, first) - 1
