@@ -15,6 +15,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,3 +183,48 @@ def test_grading_through_spans_reports_the_oracle_matching_and_latency() -> None
     assert [e["call"] for e in r.details["entries"]] == [old.get(i) for i in range(24)]
     assert r.details["hits"] == len(old) > 12
     assert r.details["latency"]["neutral"] > 0      # a pending call was matched: the fronts
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs(most=24), st.data())
+def test_small_settled_runs_take_the_columns_larger_ones_the_sparse_dp(
+        run: tuple[list[_Entry], list[ToolCall]], data: st.DataObject) -> None:
+    # _in_order picks the column DP up to _COLUMNS_UPTO cells without pending calls: both
+    # sides of the cutoff give the oracle's matching, and each side takes its own path.
+    entries, calls = run
+    calls = [ToolCall(c.name, c.index, raw_arguments=c.raw_arguments, start_ns=0,
+                      end_ns=c.end_ns) for c in calls]         # settled: no pending call
+    by_tool = tt._by_tool(entries)
+    taken: list[str] = []
+    columns, sparse = tt._in_order_settled, tt._sparse_settled
+
+    def spy_columns(*args: Any) -> Any:
+        taken.append("columns")
+        return columns(*args)
+
+    def spy_sparse(*args: Any) -> Any:
+        taken.append("sparse")
+        return sparse(*args)
+
+    index = tt._pair_index(by_tool) if data.draw(st.booleans()) else None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tt, "_in_order_settled", spy_columns)
+        mp.setattr(tt, "_sparse_settled", spy_sparse)
+        got = _chosen(tt._in_order(entries, calls, by_tool, index))
+    assert got == _chosen(_oracle(entries, calls, by_tool))
+    if len(entries) * len(calls) <= tt._COLUMNS_UPTO:
+        assert taken == ["columns"]
+    elif tt._matching_pairs(calls, by_tool, tt._pair_budget(len(entries), len(calls))):
+        assert taken == ["sparse"]
+
+
+def test_the_cutoff_between_the_columns_and_the_sparse_dp_keeps_the_matching() -> None:
+    rng = random.Random(5)
+    sides = set()
+    for n in (8, 16, 17, 18, 30):
+        entries, calls = _coding_run(n, rng, 0.0)
+        by_tool = tt._by_tool(entries)
+        sides.add(len(entries) * len(calls) <= tt._COLUMNS_UPTO)
+        assert (_chosen(tt._in_order(entries, calls, by_tool, tt._pair_index(by_tool)))
+                == _chosen(_oracle(entries, calls, by_tool)) == _sparse(entries, calls))
+    assert sides == {True, False}

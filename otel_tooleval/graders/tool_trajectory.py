@@ -13,9 +13,11 @@ import json
 import math
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import attrgetter
+from functools import partial
+from itertools import compress, filterfalse, islice
+from operator import attrgetter, eq
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -148,7 +150,13 @@ def args_match(expected: Any, actual: Any) -> bool:
         if actual.__class__ is not dict and not isinstance(actual, Mapping):
             return False
         for key, value in expected.items():
-            if key not in actual or not args_match(value, actual[key]):
+            if key not in actual:
+                return False
+            if value.__class__ is str:      # the str case below, without a call
+                got = actual[key]
+                if not (got.__class__ is str or isinstance(got, str)) or value != got:
+                    return False
+            elif not args_match(value, actual[key]):
                 return False
         return True
     if isinstance(expected, Mapping):
@@ -291,9 +299,10 @@ _PENDING = attrgetter("pending")
 
 
 def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
-              by_tool: Mapping[str, list[_Entry]]) -> dict[int, ToolCall]:
+              by_tool: Mapping[str, list[_Entry]],
+              index: _Index | None = None) -> dict[int, ToolCall]:
     """Entry index -> matched call for the best largest in-order matching (``by_tool``:
-    ``_by_tool(entries)``).
+    ``_by_tool(entries)``; ``index``: ``_pair_index(by_tool)``, built when needed if not given).
 
     Without latency limits every largest matching scores the same (hits / entries), so only
     the length counts and ``_in_order_bits`` finds it bit-parallel, choosing the very matching
@@ -301,12 +310,16 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     too, which a length-only recurrence cannot see: those go through the sparse DPs over the
     matching (entry, call) pairs (``_sparse_settled``, ``_sparse_fronts``), the same matching
     as the column DPs below, which remain for runs where the pairs would be too many (entries
-    without args, or whose args have no scalar value to index, against many calls of their tool).
+    without args, or whose args have no scalar value to index, against many calls of their tool)
+    and for small runs without pending calls (``_COLUMNS_UPTO``), where the columns are short
+    and the sparse DPs' lookups and steps cost more than they save.
     """
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
     pending = any(map(_PENDING, calls))
-    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)))
+    if not pending and len(entries) * len(calls) <= _COLUMNS_UPTO:
+        return _in_order_settled(entries, calls, by_tool)
+    pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)), index)
     if pairs is not None:
         if pending:
             return _sparse_fronts(entries, calls, pairs)
@@ -314,6 +327,13 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
+
+
+#: Up to this many (entry, call) cells, a run without pending calls goes through the column DP
+#: (``_in_order_settled``): measured on tests/bench/peer_trajectories.py runs, the columns cost
+#: 0.6x the sparse DP's at 10 x 10 and break even near 20 x 20. With pending calls the sparse
+#: DP (``_sparse_fronts``) is as fast or faster at every size.
+_COLUMNS_UPTO = 300
 
 
 def _in_order_bits(entries: Sequence[_Entry], calls: Sequence[ToolCall],
@@ -509,10 +529,13 @@ def _pair_budget(entries: int, calls: int) -> int:
     return max(4 * (entries + calls), entries * calls // 8)
 
 
-def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
-                    budget: int) -> _Pairs | None:
-    """(call index, its matching entries in ascending order) for every call some entry
-    matches; None once the candidates examined exceed ``budget``.
+_Index = tuple[dict[str, dict[str, dict[Any, list[_Group]]]], dict[str, list[_Group]]]
+
+
+def _pair_index(by_tool: Mapping[str, list[_Entry]]) -> _Index:
+    """The index ``_matching_pairs`` looks candidates up in: (tool -> key -> value -> groups,
+    tool -> groups without a scalar to file them under). It depends on the entries only, so a
+    grader builds it once.
 
     An entry whose args hold a scalar at the top level can only match calls with that very
     value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
@@ -542,34 +565,59 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
                 continue
             key, value = min(items, key=shared.__getitem__)
             index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
+    return index, loose
+
+
+def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
+                    budget: int, index: _Index | None = None) -> _Pairs | None:
+    """(call index, its matching entries in ascending order) for every call some entry
+    matches; None once the candidates examined exceed ``budget``. ``index``:
+    ``_pair_index(by_tool)``, built here when not given.
+    """
+    keyed_by_tool, loose = _pair_index(by_tool) if index is None else index
     counts = Counter(call.name for call in calls)
     if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
            for tool, groups_of in loose.items()) > budget:
         return None
     pairs: _Pairs = []
     examined = 0
+    none: tuple[_Group, ...] = ()
     for j, call in enumerate(calls):
         tool = call.name
-        candidates: list[_Group] = []
-        keyed = index.get(tool)
+        keyed = keyed_by_tool.get(tool)
+        free = loose.get(tool, none)
+        if keyed is None and not free:
+            continue            # no entry of this tool: its arguments are not even decoded
         actual = call.arguments
         if actual is None:
             actual = {}     # a span that recorded no arguments: a call with none
+        # The matching groups' entries: the one group's own list (read-only) when only one
+        # matches, as it mostly does; a new list, sorted, when more do.
+        found: list[_Entry] | None = None
+        many = False
         if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
             for key, buckets in keyed.items():
                 value = actual.get(key, _ABSENT)
-                if value is not _ABSENT and isinstance(value, _SCALAR):
-                    candidates += buckets.get(value, ())
-        candidates += loose.get(tool, ())
-        found: list[_Entry] = []
-        for args, entries in candidates:
+                if value is _ABSENT or not isinstance(value, _SCALAR):
+                    continue
+                for args, entries in buckets.get(value, none):
+                    examined += len(entries)
+                    if args_match(args, actual):
+                        if found is None:
+                            found = entries
+                        else:
+                            found, many = found + entries, True
+        for args, entries in free:
             examined += len(entries)
             if args is None or args_match(args, actual):
-                found += entries
+                if found is None:
+                    found = entries
+                else:
+                    found, many = found + entries, True
         if examined > budget:
             return None
-        if found:
-            if len(candidates) > 1:
+        if found is not None:
+            if many:
                 found.sort(key=_INDEX)
             pairs.append((j, found))
     return pairs
@@ -603,33 +651,62 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     scale = n + 1
     width = (m + 1) * scale
     starts, values = [0], [0]
-    paths: list[_Path] = [None]
+    # The pairs that made a step, as parallel lists of ints (no object per pair): the entry,
+    # the call and the pair before it on the path (-1: none); ``steps`` holds each step's.
+    pair_entry: list[int] = []
+    pair_call: list[int] = []
+    pair_before: list[int] = []
+    steps = [-1]
+    made: list[int] = []                    # (first, value, before, entry) per pair of a call
     for j, found in pairs:
-        duration = calls[j].duration_ms
+        call = calls[j]
+        end = call.end_ns                   # ToolCall.duration_ms, in line
+        duration = None if call.pending or end is None else (end - call.start_ns) / 1e6
         tie = (m - j) * scale + n
-        made = []
-        for e in found:                     # all read before any is written: one call each
+        if len(found) == 1:                 # one pair: read and written at once
+            e = found[0]
             k = e.index
             at = bisect_right(starts, k) - 1
             key = values[at] // width + scale
-            if e.limit is not None and duration is not None and duration <= e.limit:
+            limit = e.limit
+            if limit is not None and duration is not None and duration <= limit:
                 key += 1
-            made.append((k + 1, key * width + tie - k, (k, j, paths[at])))
-        for first, value, step in made:
+            made = [k + 1, key * width + tie - k, steps[at], k]
+        else:
+            made = []
+            for e in found:                 # all read before any is written: one call each
+                k = e.index
+                at = bisect_right(starts, k) - 1
+                key = values[at] // width + scale
+                limit = e.limit
+                if limit is not None and duration is not None and duration <= limit:
+                    key += 1
+                made += (k + 1, key * width + tie - k, steps[at], k)
+        for p in range(0, len(made), 4):
+            first, value = made[p], made[p + 1]
             at = bisect_right(starts, first) - 1
             if values[at] >= value:
                 continue
             if starts[at] != first:
                 at += 1
             end = bisect_left(values, value, at)
-            starts[at:end] = (first,)
-            values[at:end] = (value,)
-            paths[at:end] = (step,)
+            step = len(pair_entry)
+            pair_entry.append(made[p + 3])
+            pair_call.append(j)
+            pair_before.append(made[p + 2])
+            if end == at:
+                starts.insert(at, first)
+                values.insert(at, value)
+                steps.insert(at, step)
+            else:
+                starts[at], values[at], steps[at] = first, value, step
+                if end > at + 1:
+                    del starts[at + 1:end], values[at + 1:end], steps[at + 1:end]
     matched: dict[int, ToolCall] = {}
-    path = paths[-1]
-    while path is not None:
-        entry_index, call_index, path = path
-        matched[entry_index] = calls[call_index]
+    step = steps[-1]
+    while step >= 0:
+        matched[pair_entry[step]] = calls[pair_call[step]]
+        step = pair_before[step]
     return matched
 
 
@@ -746,8 +823,10 @@ class ToolTrajectoryGrader:
     than the entry at their position) and the calls beyond the expected ones; in both sequence
     modes a matched call over its ``max_duration_ms``.
 
-    The result's ``details`` list every entry, so a grade builds one row per entry; everything
-    else is kept to what the run needs: explanations from counts and the first few items
+    The result's ``details`` list every entry, and in ``exact`` mode a violation per call out
+    of place: those are written out when the details are read (``_Details``), as a report
+    does, not when only the verdict and explanation are, as a live run does. Everything else
+    is kept to what the run needs: explanations from counts and the first few items
     (``_LISTED``), violation reasons formatted once per entry and kept.
     """
 
@@ -762,14 +841,18 @@ class ToolTrajectoryGrader:
             _Entry(i, e.tool, None if e.args == "any" else dict(e.args), e.max_duration_ms)
             for i, e in enumerate(params.expected or ()))
         self.by_tool = _by_tool(self.entries)
+        self._index: _Index | None = None         # _pair_index(by_tool), on first use
         self.exact = params.mode == "exact"
         self.threshold = params.threshold
         self._templates = self._row_templates()
-        self._limited = [e.limit is not None for e in self.entries]
+        self._tools = tuple(e.tool for e in self.entries)
+        self._limited = tuple(e for e in self.entries if e.limit is not None)
+        self._assertions = len(self._limited)     # latency aspects: one per limited entry
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
         self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
 
     def grade(self, run: AgentRun) -> GradeResult:
+        details: Mapping[str, Any]
         if self.params.mode == "any_order":
             score, summary, details = self._any_order(run)
         else:
@@ -823,36 +906,36 @@ class ToolTrajectoryGrader:
                 f"arguments differ from entry {e.index} ({tool})", slow)
         return reasons
 
-    def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, dict[str, Any]]:
-        """Both sequence modes: the rows, the tallies and violations, then the explanation."""
+    def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, Mapping[str, Any]]:
+        """Both sequence modes: the tallies, then the explanation and the details, whose
+        ``entries`` and ``violations`` are written out when first read (``_Details``)."""
         tally = _Tally()
         if self.exact:
-            rows = self._exact_rows(calls, tally)
+            rows, offending = self._exact(calls, tally)
         else:
-            rows = self._in_order_rows(calls, tally)
+            rows, offending = self._in_order(calls, tally)
         entries = self.entries
         total = len(entries)
         n_calls = len(calls)
         hits = tally.hits
         exact = self.exact
+        assertions = self._assertions
         sequence_aspects = max(total, n_calls) if exact else total
-        aspects = sequence_aspects + tally.assertions - tally.neutral
+        aspects = sequence_aspects + assertions - tally.neutral
         score = (hits + tally.latency_hits) / aspects
         details: dict[str, Any] = {
             "mode": self.params.mode, "threshold": self.threshold,
             "hits": hits, "expected": total, "actual": n_calls, "aspects": aspects,
-            "latency": {"assertions": tally.assertions, "hits": tally.latency_hits,
-                        "misses": tally.misses, "neutral": tally.neutral},
+            "latency": {"assertions": assertions, "hits": tally.latency_hits,
+                        "misses": assertions - tally.latency_hits - tally.neutral,
+                        "neutral": tally.neutral},
             "entries": rows,
         }
-        offending = tally.violations
         problems: list[str] = []
+        slow = tally.slow
         if exact:
             beyond = calls[total:]
             details["extra_calls"] = list(map(_INDEX, beyond))
-            if beyond:
-                offending.extend(violations(
-                    (c, f"extra call beyond the {total} expected") for c in beyond))
             if tally.unmatched_n:
                 problems.append(_bounded(tally.unmatched, tally.unmatched_n))
             if total > n_calls:
@@ -862,131 +945,173 @@ class ToolTrajectoryGrader:
                 problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
                     [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
             head = f"{hits} of {total} expected calls in place"
+            flagged = tally.unmatched_n + len(slow) + len(beyond)
         else:
             if tally.unmatched_n:
                 problems.append("no in-order match for "
                                 + _bounded(tally.unmatched, tally.unmatched_n))
             head = f"{hits} of {total} expected calls matched in order"
-        if offending:
+            flagged = len(slow)
+        if flagged:
             details["violations"] = offending
-        if tally.slow_n:
-            problems.append(f"over the latency limit: {_bounded(tally.slow, tally.slow_n)}")
+        if slow:
+            problems.append("over the latency limit: " + _bounded(
+                [f"{entries[i].label} at call #{call.index}" for i, call in slow[:_LISTED]],
+                len(slow)))
         if tally.neutral:
             problems.append(f"{tally.neutral} latency check(s) left out: matched call still "
                             "pending")
         if not problems:
-            tail = ", all latency limits met" if tally.assertions else ""
+            tail = ", all latency limits met" if assertions else ""
             summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
                        f"{tail}.")
         else:
             summary = f"{head}; " + "; ".join(problems) + "."
-        return score, summary, details
+        return score, summary, _Details(details)
 
-    def _exact_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
-        """Rows of ``exact`` mode: each entry against the call at its position."""
+    def _exact(self, calls: Sequence[ToolCall], tally: _Tally) -> tuple[_Later, _Later]:
+        """``exact`` mode: each entry against the call at its position. Only the positions
+        where the tools agree are visited; ``kinds`` records each position's verdict (0: out
+        of place, 1: in place, 2: in place but over its latency limit), from which the rows
+        and the violations are written out when read."""
+        entries = self.entries
+        n = min(len(entries), len(calls))
+        names = list(map(_NAME, calls[:n]))
+        kinds = bytearray(n)
+        hits = latency_hits = neutral = 0
+        slow = tally.slow
+        for i in compress(range(n), map(eq, self._tools, names)):
+            e = entries[i]
+            call = calls[i]
+            if e.args is not None and not e.args_hold(call):
+                continue
+            hits += 1
+            kinds[i] = 1
+            limit = e.limit
+            if limit is not None:
+                end = call.end_ns        # ToolCall.duration_ms, in line
+                if call.pending or end is None:
+                    neutral += 1
+                elif (end - call.start_ns) / 1e6 <= limit:
+                    latency_hits += 1
+                else:
+                    kinds[i] = 2
+                    slow.append((i, call))
+        unmatched_n = n - hits
+        if unmatched_n:
+            at = -1
+            for _ in range(min(unmatched_n, _LISTED)):
+                at = kinds.find(0, at + 1)
+                e = entries[at]
+                tally.unmatched.append(f"position {at} expected {e.what}, "
+                                       f"got {_got(e, names[at])}")
+        tally.add(hits, latency_hits, neutral, unmatched_n)
+        return (_Later(self._exact_rows, calls, names, kinds),
+                _Later(self._exact_violations, calls, names, kinds))
+
+    def _exact_rows(self, calls: Sequence[ToolCall], names: list[str],
+                    kinds: bytearray) -> list[dict[str, Any]]:
+        """The ``entries`` rows of an ``exact`` grade (``_exact``'s record of it)."""
         include_values = self.include_values
-        reasons = self._reasons
-        out = tally.violations
         rows = []
-        hits = assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
-        for e, template, call in zip(self.entries, self._templates, calls):
-            i, tool, limit = e.index, e.tool, e.limit
-            name = call.name
-            matched = name == tool and (e.args is None or e.args_hold(call))
+        for i, (e, template, name, kind) in enumerate(zip(self.entries, self._templates,
+                                                          names, kinds)):
             row = template.copy()
             row["actual_tool"] = name
-            if matched:
-                hits += 1
+            if kind:
+                call = calls[i]
                 row["call"] = call.index
                 if include_values:
                     row["arguments"] = call.arguments
-            if limit is not None:
-                assertions += 1
-                if not matched:
-                    misses += 1
-                else:
-                    end = call.end_ns        # ToolCall.duration_ms, in line
-                    duration = row["duration_ms"] = None if call.pending or end is None else (
-                        (end - call.start_ns) / 1e6)
-                    if duration is None:
-                        row["latency"] = "neutral"
-                        neutral += 1
-                    elif duration <= limit:
-                        row["latency"] = "hit"
-                        latency_hits += 1
-                    else:
-                        misses += 1
-                        slow_n += 1
-                        if slow_n <= _LISTED:
-                            tally.slow.append(f"{e.label} at call #{call.index}")
-                        why = reasons[i] or self._reason(e)
-                        # violations.violation, in line: one per slow or misplaced call.
-                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
-                                    if call.span_id else None, "tool": name, "reason": why[2]})
-            if not matched:
-                unmatched_n += 1
-                if unmatched_n <= _LISTED:
-                    tally.unmatched.append(f"position {i} expected {e.what}, "
-                                           f"got {_got(e, name)}")
-                why = reasons[i] or self._reason(e)
-                out.append({"call": call.index, "span_id": format(call.span_id, "016x")
-                            if call.span_id else None, "tool": name,
-                            "reason": why[name == tool]})
-            rows.append(row)
-        beyond = self._templates[len(calls):]   # entries without a call at their position
-        if beyond:
-            rows.extend(template.copy() for template in beyond)
-            limited = self._limited[len(calls):]
-            assertions += sum(limited)
-            misses += sum(limited)
-        tally.add(hits, assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
-        return rows
-
-    def _in_order_rows(self, calls: Sequence[ToolCall], tally: _Tally) -> list[dict[str, Any]]:
-        """Rows of ``in_order`` mode, from the best largest in-order matching."""
-        matched = _in_order(self.entries, calls, self.by_tool)
-        get = matched.get
-        include_values = self.include_values
-        reasons = self._reasons
-        out = tally.violations
-        rows = []
-        assertions = latency_hits = misses = neutral = slow_n = unmatched_n = 0
-        for e, template in zip(self.entries, self._templates):
-            i, limit = e.index, e.limit
-            call = get(i)
-            row = template.copy()
-            if call is None:
-                unmatched_n += 1
-                if unmatched_n <= _LISTED:
-                    tally.unmatched.append(e.label)
-                if limit is not None:
-                    assertions += 1
-                    misses += 1
-            else:
-                row["call"] = call.index
-                if include_values:
-                    row["arguments"] = call.arguments
-                if limit is not None:
-                    assertions += 1
+                if e.limit is not None:
                     duration = row["duration_ms"] = call.duration_ms
                     if duration is None:
                         row["latency"] = "neutral"
-                        neutral += 1
+                    elif kind == 1:
+                        row["latency"] = "hit"
+            rows.append(row)
+        # Entries without a call at their position read as their templates.
+        rows.extend(template.copy() for template in self._templates[len(names):])
+        return rows
+
+    def _exact_violations(self, calls: Sequence[ToolCall], names: list[str],
+                          kinds: bytearray) -> list[dict[str, Any]]:
+        """The ``violations`` of an ``exact`` grade: each call out of place or over its
+        entry's limit, in order, then the calls beyond the expected ones."""
+        entries = self.entries
+        reasons = self._reasons
+        out = []
+        for i in compress(range(len(kinds)), kinds.translate(_FLAGGED)):
+            e = entries[i]
+            call = calls[i]
+            name = names[i]
+            why = reasons[i] or self._reason(e)
+            out.append({"call": call.index, "span_id": format(call.span_id, "016x")
+                        if call.span_id else None, "tool": name,
+                        "reason": why[2] if kinds[i] == 2 else why[name == e.tool]})
+        total = len(entries)
+        out += violations((c, f"extra call beyond the {total} expected") for c in calls[total:])
+        return out
+
+    def _in_order(self, calls: Sequence[ToolCall], tally: _Tally) -> tuple[_Later, _Later]:
+        """``in_order`` mode: the best largest in-order matching, and its latency verdicts;
+        the rows and the violations are written out when read."""
+        index = self._index
+        if index is None and self._assertions:
+            index = self._index = _pair_index(self.by_tool)
+        matched = _in_order(self.entries, calls, self.by_tool, index)
+        get = matched.get
+        latency_hits = neutral = 0
+        slow = tally.slow
+        for e in self._limited:             # ascending entry index
+            call = get(e.index)
+            if call is None:
+                continue
+            duration = call.duration_ms
+            if duration is None:
+                neutral += 1
+            elif duration <= e.limit:       # type: ignore[operator]  # limited: not None
+                latency_hits += 1
+            else:
+                slow.append((e.index, call))
+        hits = len(matched)
+        unmatched_n = len(self.entries) - hits
+        if unmatched_n:
+            entries = self.entries
+            tally.unmatched += [entries[k].label for k in islice(
+                filterfalse(matched.__contains__, range(len(entries))), _LISTED)]
+        tally.add(hits, latency_hits, neutral, unmatched_n)
+        return (_Later(self._in_order_rows, matched),
+                _Later(self._in_order_violations, slow))
+
+    def _in_order_rows(self, matched: dict[int, ToolCall]) -> list[dict[str, Any]]:
+        """The ``entries`` rows of an ``in_order`` grade, from its matching."""
+        get = matched.get
+        include_values = self.include_values
+        rows = []
+        for e, template in zip(self.entries, self._templates):
+            row = template.copy()
+            call = get(e.index)
+            if call is not None:
+                row["call"] = call.index
+                if include_values:
+                    row["arguments"] = call.arguments
+                limit = e.limit
+                if limit is not None:
+                    duration = row["duration_ms"] = call.duration_ms
+                    if duration is None:
+                        row["latency"] = "neutral"
                     elif duration <= limit:
                         row["latency"] = "hit"
-                        latency_hits += 1
-                    else:
-                        misses += 1
-                        slow_n += 1
-                        if slow_n <= _LISTED:
-                            tally.slow.append(f"{e.label} at call #{call.index}")
-                        why = reasons[i] or self._reason(e)
-                        out.append({"call": call.index, "span_id": format(call.span_id, "016x")
-                                    if call.span_id else None, "tool": call.name,
-                                    "reason": why[2]})
             rows.append(row)
-        tally.add(len(matched), assertions, latency_hits, misses, neutral, slow_n, unmatched_n)
         return rows
+
+    def _in_order_violations(self, slow: list[tuple[int, ToolCall]]) -> list[dict[str, Any]]:
+        """The ``violations`` of an ``in_order`` grade: the matched calls over their limit."""
+        entries = self.entries
+        reasons = self._reasons
+        return violations((call, (reasons[k] or self._reason(entries[k]))[2])
+                          for k, call in slow)
 
     def _row_templates(self) -> tuple[dict[str, Any], ...]:
         """Each entry's row as it reads without a matching call, in the order of its keys:
@@ -1007,24 +1132,63 @@ class ToolTrajectoryGrader:
 
 
 class _Tally:
-    """What a sequence mode's rows add up to, for the details and the explanation."""
+    """What a sequence mode's grade adds up to, for the details and the explanation."""
 
-    __slots__ = ("assertions", "hits", "latency_hits", "misses", "neutral", "slow", "slow_n",
-                 "unmatched", "unmatched_n", "violations")
+    __slots__ = ("hits", "latency_hits", "neutral", "slow", "unmatched", "unmatched_n")
 
     def __init__(self) -> None:
-        self.slow: list[str] = []            # the first _LISTED of slow_n
+        self.slow: list[tuple[int, ToolCall]] = []   # (entry, call) over the limit, in order
         self.unmatched: list[str] = []       # the first _LISTED of unmatched_n
-        self.violations: list[dict[str, Any]] = []
 
-    def add(self, hits: int, assertions: int, latency_hits: int, misses: int, neutral: int,
-            slow_n: int, unmatched_n: int) -> None:
-        self.hits, self.assertions, self.latency_hits = hits, assertions, latency_hits
-        self.misses, self.neutral = misses, neutral
-        self.slow_n, self.unmatched_n = slow_n, unmatched_n
+    def add(self, hits: int, latency_hits: int, neutral: int, unmatched_n: int) -> None:
+        self.hits, self.latency_hits, self.neutral = hits, latency_hits, neutral
+        self.unmatched_n = unmatched_n
+
+
+class _Later(partial[Any]):
+    """A value of ``_Details`` worked out on first read: the call of a function."""
+
+    __slots__ = ()
+
+
+class _Details(Mapping[str, Any]):
+    """The details of a sequence-mode grade, read-only: the keys and values of a plain dict
+    in the same order, but the values held as ``_Later`` (the per-entry ``entries`` rows and
+    the ``violations``, one dict per entry or call) are worked out on first read and kept. A
+    live run reads the explanation and at most the violations, so a grade builds no rows;
+    ``dict()``, ``to_dict()`` and a pickle give the plain dict."""
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._values[key]
+        if value.__class__ is _Later:
+            value = self._values[key] = value()
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._values
+
+    def __repr__(self) -> str:
+        return repr(dict(self))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return dict, (dict(self),)
 
 
 _INDEX = attrgetter("index")
+_NAME = attrgetter("name")
+#: ``_exact``'s position kinds to flags: out of place (0) and over the limit (2) are violations.
+_FLAGGED = bytes((1, 0, 1)) + bytes(253)
 #: How many items an explanation names before "and N more".
 _LISTED = 3
 
