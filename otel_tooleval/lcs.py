@@ -47,6 +47,22 @@ _STEP = bytes([255, 0, 1]) + bytes(253)
 _BYTE_ALPHABET = 256
 
 
+def _positions_shared(seq: Sequence[Hashable], other: Sequence[Hashable]
+                      ) -> tuple[dict[Hashable, list[int]], Counter[Hashable]]:
+    """The positions in ``seq`` of each item that ``other`` holds too, in ascending order, and
+    how often each item occurs in ``other``."""
+    in_other = Counter(other)
+    positions: dict[Hashable, list[int]] = {}
+    get = positions.get
+    for i, item in enumerate(seq):
+        found = get(item)
+        if found is not None:
+            found.append(i)
+        elif item in in_other:
+            positions[item] = [i]
+    return positions, in_other
+
+
 class _Masks:
     """Match masks of a pattern: bit ``i`` of ``mask(c)`` is set where ``pattern[i] == c``.
 
@@ -58,15 +74,7 @@ class _Masks:
     __slots__ = ("cached", "positions")
 
     def __init__(self, pattern: Sequence[Hashable], text: Sequence[Hashable]) -> None:
-        in_text = Counter(text)
-        positions: dict[Hashable, list[int]] = {}
-        get = positions.get
-        for i, item in enumerate(pattern):
-            found = get(item)
-            if found is not None:
-                found.append(i)
-            elif item in in_text:
-                positions[item] = [i]
+        positions, in_text = _positions_shared(pattern, text)
         budget = _MASK_BYTES_MIN + _MASK_BYTES_PER_ITEM * (len(pattern) + len(text))
         ranked = sorted(positions.items(),
                         key=lambda kv: in_text[kv[0]] * len(kv[1]) / (kv[1][-1] + 8),
@@ -342,15 +350,7 @@ class _ItemHirschberg(_Hirschberg):
     def __init__(self, a: list[Hashable], b: list[Hashable],
                  out: list[tuple[int, int]]) -> None:
         self.a, self.b, self.out = a, b, out
-        in_a = Counter(a)
-        positions: dict[Hashable, list[int]] = {}
-        get = positions.get
-        for j, item in enumerate(b):
-            found = get(item)
-            if found is not None:
-                found.append(j)
-            elif item in in_a:
-                positions[item] = [j]
+        positions, in_a = _positions_shared(b, a)
         n = len(b)
         budget = _MASK_BYTES_MIN + _MASK_BYTES_PER_ITEM * (len(a) + n)
         # Both masks of an item: bits up to its last position, and from its first one.

@@ -438,7 +438,14 @@ def _in_order_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
             new.append(best)
             previous = best
         column = new
-    hits, front = column[-1]
+    return _best_of_front(column[-1], entries, calls)
+
+
+def _best_of_front(state: _State, entries: Sequence[_Entry], calls: Sequence[ToolCall]
+                   ) -> dict[int, ToolCall]:
+    """The matching of the best-scoring option of a final state's front (earlier options win
+    ties), as entry index -> call."""
+    hits, front = state
     aspects = len(entries) + sum(1 for e in entries if e.limit is not None)
     chosen = front[0]
     for option in front[1:]:
@@ -756,7 +763,6 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     from k + 1 on and stops at the first one it leaves unchanged: every later step holds the
     options that absorbed it there, or better ones.
     """
-    n = len(entries)
     starts = [0]
     states: list[_State] = [(0, ((0, 0, None),))]
     for j, found in pairs:
@@ -802,18 +808,7 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
                 else:
                     states[end] = merged
                     end += 1
-    hits, front = states[-1]
-    aspects = n + sum(1 for e in entries if e.limit is not None)
-    chosen = front[0]
-    for option in front[1:]:
-        if (hits + option[1]) * (aspects - chosen[0]) > (hits + chosen[1]) * (aspects - option[0]):
-            chosen = option
-    matched: dict[int, ToolCall] = {}
-    path = chosen[2]
-    while path is not None:
-        entry_index, call_index, path = path
-        matched[entry_index] = calls[call_index]
-    return matched
+    return _best_of_front(states[-1], entries, calls)
 
 
 class ToolTrajectoryGrader:
