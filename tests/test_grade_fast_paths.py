@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 import otel_tooleval.graders.tool_trajectory  # noqa: F401  (registers the family)
+from otel_tooleval import load_config
 from otel_tooleval.graders.tool_trajectory import _Entry, args_match
 from otel_tooleval.model import _COMPACT_JSON, GradeResult, ToolCall, text_of
 from otel_tooleval.values import decode_value
@@ -166,7 +167,6 @@ def _letta(function: str, **more: Any) -> dict[str, Any]:
     ("ascii_printable_only", None)])
 def test_kept_explanations_are_what_a_fresh_grader_writes(function: str,
                                                           config_truth: str | None) -> None:
-    from otel_tooleval import load_config
     more = {} if config_truth is None else {"ground_truth": config_truth}
     kept = load_config(_letta(function, **more)).graders[0].grader
     runs = [([call("t", '{"q": 1}')], {}), ([call("t", '{"q": "é\\u0007"}')], {}),
@@ -250,3 +250,32 @@ def test_matches_checks_the_budget_and_bounds_as_search_does() -> None:
             matches(pattern, "abz")
         with pytest.raises(BudgetExceeded):
             search(pattern, "abz")
+
+
+class _Text(str):
+    """A str subclass: decoding leaves it as it is, so it matches no expected object."""
+
+
+def test_exact_mode_in_place_verdicts_are_the_entries_own_args_hold() -> None:
+    # exact mode checks the argument text in line; every position's verdict must be what
+    # _Entry.args_hold gives, including the cases the in-line check leaves to it.
+    from otel_tooleval import load_config
+    rng = random.Random(19)
+    shapes: list[dict[str, Any] | None] = [None, *PLAIN, *ENVELOPES, {"path": "b.py"}]
+    unwrap = SimpleNamespace(arguments_from=lambda value: {"path": "a.py"}, result_from=None)
+    for _ in range(40):
+        expected = [{"tool": "t", **({} if a is None else {"args": a})}
+                    for a in rng.choices(shapes, k=12)]
+        grader = load_config(_exact(expected)).graders[0].grader
+        calls = []
+        for i in range(12):
+            args = rng.choice(shapes)
+            raw: Any = None if args is None else json.dumps(args)
+            if raw is not None and rng.random() < 0.2:
+                raw = _Text(raw)
+            calls.append(ToolCall("t", i, raw_arguments=raw,
+                                  envelope=unwrap if rng.random() < 0.2 else None))
+        _, _, details = grader._sequence(calls)
+        held = [e.args_hold(c) for e, c in zip(grader.entries, calls)]
+        assert details["hits"] == sum(held)
+        assert [row.get("call") is not None for row in details["entries"]] == held

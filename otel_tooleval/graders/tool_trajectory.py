@@ -841,6 +841,9 @@ class ToolTrajectoryGrader:
         self.threshold = params.threshold
         self._templates = self._row_templates()
         self._tools = tuple(e.tool for e in self.entries)
+        # exact mode's loop reads these per position: (args_text, limit) per entry.
+        self._texts = tuple(e.text for e in self.entries)
+        self._limits = tuple(e.limit for e in self.entries)
         self._limited = tuple(e for e in self.entries if e.limit is not None)
         self._assertions = len(self._limited)     # latency aspects: one per limited entry
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
@@ -975,14 +978,22 @@ class ToolTrajectoryGrader:
         kinds = bytearray(n)
         hits = latency_hits = neutral = 0
         slow = tally.slow
+        texts = self._texts
+        limits = self._limits
         for i in compress(range(n), map(eq, self._tools, names)):
-            e = entries[i]
             call = calls[i]
-            if e.args is not None and not e.args_hold(call):
-                continue
+            # _Entry.args_hold's text shortcut, in line: most calls in place recorded exactly
+            # their entry's json.dumps text (a None text leaves the entry to args_hold).
+            text = texts[i]
+            raw = call.raw_arguments
+            if text is None or raw != text or raw.__class__ is not str or (
+                    call.envelope is not None and call.envelope.arguments_from is not None):
+                e = entries[i]
+                if e.args is not None and not e.args_hold(call):
+                    continue
             hits += 1
             kinds[i] = 1
-            limit = e.limit
+            limit = limits[i]
             if limit is not None:
                 end = call.end_ns        # ToolCall.duration_ms, in line
                 if call.pending or end is None:
