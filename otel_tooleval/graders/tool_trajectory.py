@@ -983,14 +983,17 @@ class ToolTrajectoryGrader:
         for i in compress(range(n), map(eq, self._tools, names)):
             call = calls[i]
             # _Entry.args_hold's text shortcut, in line: most calls in place recorded exactly
-            # their entry's json.dumps text (a None text leaves the entry to args_hold).
+            # their entry's json.dumps text; otherwise the rest of args_hold below.
             text = texts[i]
             raw = call.raw_arguments
             if text is None or raw != text or raw.__class__ is not str or (
                     call.envelope is not None and call.envelope.arguments_from is not None):
-                e = entries[i]
-                if e.args is not None and not e.args_hold(call):
-                    continue
+                # No shortcut: decode and compare, as args_hold does.
+                args = entries[i].args
+                if args is not None:
+                    actual = call.arguments
+                    if not args_match(args, {} if actual is None else actual):
+                        continue
             hits += 1
             kinds[i] = 1
             limit = limits[i]
