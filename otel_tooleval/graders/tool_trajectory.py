@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -236,6 +237,35 @@ def _args_text(args: Mapping[str, Any] | None) -> str | None:
         return json.dumps(args)
     except (TypeError, ValueError):
         return None
+
+
+#: An expected string value whose only JSON spelling without escapes is itself in quotes.
+_PLAIN = re.compile(r"[^\"'\\#\x00-\x1f]*")
+#: Two string literals Python's parser would join into one ("a" "b"): a quote, whitespace or
+#: line breaks, a quote. (A comment between them needs "#", a line continuation a backslash.)
+_ADJACENT = re.compile(r'"[ \t\f\r\n\v]*"')
+
+
+def _needles(args: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The quoted texts a call's argument text must hold to match ``args`` (``_differs``):
+    each top-level string value free of quotes, backslashes, "#" and control characters."""
+    if args is None:
+        return ()
+    return tuple(f'"{value}"' for value in args.values()
+                 if value.__class__ is str and _PLAIN.fullmatch(value))
+
+
+def _differs(needles: tuple[str, ...], raw: str) -> bool:
+    """True when no decoding of the argument text ``raw`` can match the entry: one of its
+    ``needles`` is missing, and ``raw`` is written so that every string value decoded from it
+    (as JSON or as a Python literal, through an envelope or not) is a run of its characters
+    between two double quotes. That holds when ``raw`` has no backslash (no escapes), no
+    single quote, no "#" and no two adjacent string literals; otherwise False: decode.
+    """
+    for needle in needles:
+        if needle not in raw:
+            return not ("\\" in raw or "'" in raw or "#" in raw or _ADJACENT.search(raw))
+    return False
 
 
 # -- in_order: the largest ordered matching, best score among those -------------------------------
@@ -844,6 +874,7 @@ class ToolTrajectoryGrader:
         # exact mode's loop reads these per position: (args_text, limit) per entry.
         self._texts = tuple(e.text for e in self.entries)
         self._limits = tuple(e.limit for e in self.entries)
+        self._needles = tuple(_needles(e.args) for e in self.entries)
         self._limited = tuple(e for e in self.entries if e.limit is not None)
         self._assertions = len(self._limited)     # latency aspects: one per limited entry
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
@@ -991,6 +1022,11 @@ class ToolTrajectoryGrader:
                 # No shortcut: decode and compare, as args_hold does.
                 args = entries[i].args
                 if args is not None:
+                    needles = self._needles[i]
+                    if needles and raw.__class__ is str and (
+                            call.envelope is None or call.envelope.arguments_from is None
+                    ) and _differs(needles, raw):
+                        continue        # sure not to match: no decoding needed
                     actual = call.arguments
                     if not args_match(args, {} if actual is None else actual):
                         continue
