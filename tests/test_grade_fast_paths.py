@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 
 import otel_tooleval.graders.tool_trajectory  # noqa: F401  (registers the family)
-from otel_tooleval.graders.tool_trajectory import _Entry, args_match
+from otel_tooleval import load_config
+from otel_tooleval.graders.tool_trajectory import _differs, _Entry, _needles, args_match
 from otel_tooleval.model import _COMPACT_JSON, GradeResult, ToolCall, text_of
 from otel_tooleval.values import decode_value
 from tests.support.runs import call, grade, run_of
@@ -166,7 +167,6 @@ def _letta(function: str, **more: Any) -> dict[str, Any]:
     ("ascii_printable_only", None)])
 def test_kept_explanations_are_what_a_fresh_grader_writes(function: str,
                                                           config_truth: str | None) -> None:
-    from otel_tooleval import load_config
     more = {} if config_truth is None else {"ground_truth": config_truth}
     kept = load_config(_letta(function, **more)).graders[0].grader
     runs = [([call("t", '{"q": 1}')], {}), ([call("t", '{"q": "é\\u0007"}')], {}),
@@ -250,3 +250,74 @@ def test_matches_checks_the_budget_and_bounds_as_search_does() -> None:
             matches(pattern, "abz")
         with pytest.raises(BudgetExceeded):
             search(pattern, "abz")
+
+
+class _Text(str):
+    """A str subclass: decoding leaves it as it is, so it matches no expected object."""
+
+
+def test_exact_mode_in_place_verdicts_are_the_entries_own_args_hold() -> None:
+    # exact mode checks the argument text in line; every position's verdict must be what
+    # _Entry.args_hold gives, including the cases the in-line check leaves to it.
+    from otel_tooleval import load_config
+    rng = random.Random(19)
+    shapes: list[dict[str, Any] | None] = [None, *PLAIN, *ENVELOPES, {"path": "b.py"}]
+    unwrap = SimpleNamespace(arguments_from=lambda value: {"path": "a.py"}, result_from=None)
+    for _ in range(40):
+        expected = [{"tool": "t", **({} if a is None else {"args": a})}
+                    for a in rng.choices(shapes, k=12)]
+        grader = load_config(_exact(expected)).graders[0].grader
+        calls = []
+        for i in range(12):
+            args = rng.choice(shapes)
+            raw: Any = None if args is None else json.dumps(args)
+            if rng.random() < 0.3:
+                raw = rng.choice(TRICKY)
+            if raw is not None and rng.random() < 0.2:
+                raw = _Text(raw)
+            calls.append(ToolCall("t", i, raw_arguments=raw,
+                                  envelope=unwrap if rng.random() < 0.2 else None))
+        _, _, details = grader._sequence(calls)
+        held = [e.args_hold(c) for e, c in zip(grader.entries, calls)]
+        assert details["hits"] == sum(held)
+        assert [row.get("call") is not None for row in details["entries"]] == held
+
+
+# Argument texts whose decoding could match {"path": "a.py"} without holding '"a.py"', or holds
+# it in other ways: Python literals, joined string literals, escapes, envelopes, comments.
+TRICKY = [
+    '{"path": "a.py"}', "{'path': 'a.py'}", '{"path": "a" ".py"}', '{"path": "a"\n".py"}',
+    '{"path": "a"\t\f".py"}', '{"path": ("a" ".py")}', '{"path": """a.py"""}',
+    '{"path": b"a.py"}', '{"path": r"a.py"}', '{"path": "a\\u002epy"}', '{"path": "a\\x2epy"}',
+    '{"path": "a" # c\n ".py"}', '{"path": "a" \\\n ".py"}', '{"path": "a.py",}',
+    '{"path": "b.py", "path": "a.py"}', '{"args": [], "kwargs": {"path": "a.py"}}',
+    '{"args": [], "kwargs": {"path": "a" ".py"}}',
+    '{"type": "tool", "data": {"content": "{\'path\': \'a.py\'}"}}',
+    '{"type": "tool", "data": {"content": {"path": "a.py"}}}', '  {"path": "a.py"}  ',
+    '{"path": "b.py"}', '{"path": ""}', '{"path": "", "q": "é ü"}', '{"q": "é ü", "n": 1}',
+    '{"path": "a.py", "x": [1, {"y": "z"}]}', "not json", "", "[]", '{"path": 1}',
+]
+
+
+@pytest.mark.parametrize("raw", TRICKY)
+def test_argument_text_ruled_out_without_decoding_never_matches(raw: str) -> None:
+    # _differs rules a call out from its text alone; decoding must agree wherever it does.
+    ruled_out = 0
+    for args in [*PLAIN, *ENVELOPES, {"path": "a.py"}, {"path": "a.py", "q": "é ü"},
+                 {"path": ""}, {"path": "a#b"}, {"path": 'a"b'}, {"x": [1, {"y": "z"}]}]:
+        decoded = decode_value(raw)
+        holds = args_match(args, {} if decoded is None else decoded)
+        if _differs(_needles(args), raw):
+            ruled_out += 1
+            assert not holds, (args, raw)
+    assert ruled_out or not raw.startswith('{"path": "b')
+
+
+def test_argument_text_ruled_out_only_when_written_plainly() -> None:
+    needles = _needles({"path": "a.py", "n": 1, "q": "x'y"})
+    assert needles == ('"a.py"',)
+    assert _differs(needles, '{"path": "b.py"}')
+    assert not _differs(needles, '{"path": "a.py"}')
+    for raw in ['{"path": "a" ".py"}', "{'path': 'b.py'}", '{"path": "a\\u002epy"}',
+                '{"path": "b.py"} # x']:
+        assert not _differs(needles, raw), raw

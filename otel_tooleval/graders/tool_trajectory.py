@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import re
 from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -236,6 +237,35 @@ def _args_text(args: Mapping[str, Any] | None) -> str | None:
         return json.dumps(args)
     except (TypeError, ValueError):
         return None
+
+
+#: An expected string value whose only JSON spelling without escapes is itself in quotes.
+_PLAIN = re.compile(r"[^\"'\\#\x00-\x1f]*")
+#: Two string literals Python's parser would join into one ("a" "b"): a quote, whitespace or
+#: line breaks, a quote. (A comment between them needs "#", a line continuation a backslash.)
+_ADJACENT = re.compile(r'"[ \t\f\r\n\v]*"')
+
+
+def _needles(args: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """The quoted texts a call's argument text must hold to match ``args`` (``_differs``):
+    each top-level string value free of quotes, backslashes, "#" and control characters."""
+    if args is None:
+        return ()
+    return tuple(f'"{value}"' for value in args.values()
+                 if value.__class__ is str and _PLAIN.fullmatch(value))
+
+
+def _differs(needles: tuple[str, ...], raw: str) -> bool:
+    """True when no decoding of the argument text ``raw`` can match the entry: one of its
+    ``needles`` is missing, and ``raw`` is written so that every string value decoded from it
+    (as JSON or as a Python literal, through an envelope or not) is a run of its characters
+    between two double quotes. That holds when ``raw`` has no backslash (no escapes), no
+    single quote, no "#" and no two adjacent string literals; otherwise False: decode.
+    """
+    for needle in needles:
+        if needle not in raw:
+            return not ("\\" in raw or "'" in raw or "#" in raw or _ADJACENT.search(raw))
+    return False
 
 
 # -- in_order: the largest ordered matching, best score among those -------------------------------
@@ -841,6 +871,10 @@ class ToolTrajectoryGrader:
         self.threshold = params.threshold
         self._templates = self._row_templates()
         self._tools = tuple(e.tool for e in self.entries)
+        # exact mode's loop reads these per position: (args_text, limit) per entry.
+        self._texts = tuple(e.text for e in self.entries)
+        self._limits = tuple(e.limit for e in self.entries)
+        self._needles = tuple(_needles(e.args) for e in self.entries)
         self._limited = tuple(e for e in self.entries if e.limit is not None)
         self._assertions = len(self._limited)     # latency aspects: one per limited entry
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
@@ -975,14 +1009,30 @@ class ToolTrajectoryGrader:
         kinds = bytearray(n)
         hits = latency_hits = neutral = 0
         slow = tally.slow
+        texts = self._texts
+        limits = self._limits
         for i in compress(range(n), map(eq, self._tools, names)):
-            e = entries[i]
             call = calls[i]
-            if e.args is not None and not e.args_hold(call):
-                continue
+            # _Entry.args_hold's text shortcut, in line: most calls in place recorded exactly
+            # their entry's json.dumps text; otherwise the rest of args_hold below.
+            text = texts[i]
+            raw = call.raw_arguments
+            if text is None or raw != text or raw.__class__ is not str or (
+                    call.envelope is not None and call.envelope.arguments_from is not None):
+                # No shortcut: decode and compare, as args_hold does.
+                args = entries[i].args
+                if args is not None:
+                    needles = self._needles[i]
+                    if needles and raw.__class__ is str and (
+                            call.envelope is None or call.envelope.arguments_from is None
+                    ) and _differs(needles, raw):
+                        continue        # sure not to match: no decoding needed
+                    actual = call.arguments
+                    if not args_match(args, {} if actual is None else actual):
+                        continue
             hits += 1
             kinds[i] = 1
-            limit = e.limit
+            limit = limits[i]
             if limit is not None:
                 end = call.end_ns        # ToolCall.duration_ms, in line
                 if call.pending or end is None:
