@@ -121,18 +121,14 @@ class _Sessions:
                 f"session {report.key.value!r} was graded before the input ended: more than "
                 f"sessions.max_open_sessions ({limit}) were open; a later run of it was "
                 "graded as another session")))
-        over = self.open.counts["dropped.max_session_calls"]
-        if over:
-            problem(InputProblem("sessions", None, (
-                f"{over} tool call(s) not kept in their sessions: more than "
-                f"sessions.max_session_calls ({self.config.sessions.max_session_calls}) "
-                "in one session")))
-        over = self.open.counts["dropped.max_session_runs"]
-        if over:
-            problem(InputProblem("sessions", None, (
-                f"{over} run(s) not kept in their sessions: more than "
-                f"sessions.max_session_runs ({self.config.sessions.max_session_runs}) "
-                "in one session")))
+        for limit_name, what in (("max_session_calls", "tool call(s)"),
+                                 ("max_session_runs", "run(s)")):
+            over = self.open.counts["dropped." + limit_name]
+            if over:
+                problem(InputProblem("sessions", None, (
+                    f"{over} {what} not kept in their sessions: more than "
+                    f"sessions.{limit_name} ({getattr(self.config.sessions, limit_name)}) "
+                    "in one session")))
         out = list(self.early)
         for session in self.open.take_all("input_end"):
             graded = grade_session(session, self.config)
