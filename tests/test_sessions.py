@@ -237,6 +237,20 @@ def test_grade_reports_runs_over_max_session_runs_as_an_input_problem(
                  "--allow-input-problems"]) == 0
 
 
+def test_grade_reports_calls_over_max_session_calls_as_an_input_problem(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.jsonl"
+    write_conversations(trace, {"one": TURNS})
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(json.dumps(config(max_session_calls=2)))
+    assert main(["grade", str(trace), "--config", str(cfg), "--format", "json"]) == 2
+    captured = capsys.readouterr()
+    (session,) = json.loads(captured.out)["sessions"]
+    assert session["tool_calls"] == 2 and session["dropped_calls"] == 1
+    assert "1 tool call(s) not kept in their sessions" in captured.err
+    assert "sessions.max_session_calls (2)" in captured.err
+
+
 def test_max_open_sessions_ends_the_least_recent_early() -> None:
     got: list[SessionReport] = []
     h = Harness(config(max_open_sessions=2), on_session=got.append)
