@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from otel_tooleval.graders import tool_trajectory as tt
 from otel_tooleval.graders.tool_trajectory import _Entry
-from otel_tooleval.model import ToolCall
+from otel_tooleval.model import _UNSET, ToolCall
 from tests.support.runs import call as scripted
 from tests.support.runs import grade, run_of
 from tests.test_in_order_bits import _fronts, _oracle, _settled
@@ -228,3 +228,133 @@ def test_the_cutoff_between_the_columns_and_the_sparse_dp_keeps_the_matching() -
         assert (_chosen(tt._in_order(entries, calls, by_tool, tt._pair_index(by_tool)))
                 == _chosen(_oracle(entries, calls, by_tool)) == _sparse(entries, calls))
     assert sides == {True, False}
+
+
+# -- the entry-text cache and the diagonal band -------------------------------------------------
+
+def _brute_pairs(entries: list[_Entry], calls: list[ToolCall]) -> list[tuple[int, list[int]]]:
+    """Every call's matching entries, by ``_Entry.matches`` one by one."""
+    out = []
+    for j, call in enumerate(calls):
+        found = [e.index for e in entries if e.matches(call)]
+        if found:
+            out.append((j, found))
+    return out
+
+
+def _indices(pairs: Any) -> list[tuple[int, list[int]]]:
+    return [(j, [e.index for e in found]) for j, found in pairs]
+
+
+class _Unwrap:
+    """A framework envelope: the arguments are under "inner" (``ToolConvention``'s part)."""
+
+    result_from = None
+
+    @staticmethod
+    def arguments_from(value: Any) -> Any:
+        return value.get("inner") if isinstance(value, dict) else value
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs(most=20), st.lists(st.lists(st.sampled_from(CALL_ARGS + ENTRY_ARGS[2:]),
+                                        max_size=12), min_size=1, max_size=3), st.data())
+def test_the_entry_text_cache_gives_every_run_the_matching_pairs(
+        run: tuple[list[_Entry], list[ToolCall]], more: list[list[Any]],
+        data: st.DataObject) -> None:
+    # One index, hence one cache, across several runs: calls that recorded an entry's very
+    # json.dumps text are answered from it, every other one decoded, an enveloped call always.
+    entries, calls = run
+    by_tool = tt._by_tool(entries)
+    index = tt._pair_index(by_tool)
+    assert _indices(tt._matching_pairs(calls, by_tool, 1 << 60, index)) == \
+        _brute_pairs(entries, calls)
+    for arguments in more:
+        later = []
+        for j, args in enumerate(arguments):
+            raw = args if isinstance(args, str) else json.dumps(args)
+            wrapped = data.draw(st.integers(0, 4)) == 0
+            if wrapped:
+                raw = json.dumps({"inner": args})
+            later.append(ToolCall(data.draw(st.sampled_from(TOOLS)), j, raw_arguments=raw,
+                                  start_ns=0, end_ns=1_000_000,
+                                  envelope=_Unwrap() if wrapped else None))
+        assert _indices(tt._matching_pairs(later, by_tool, 1 << 60, index)) == \
+            _brute_pairs(entries, later)
+
+
+def test_a_call_recording_an_entry_text_is_not_decoded() -> None:
+    entries = [_Entry(0, "read", {"path": "a.py"}, 50.0), _Entry(1, "read", {}, 50.0)]
+    by_tool = tt._by_tool(entries)
+    index = tt._pair_index(by_tool)
+    first = ToolCall("read", 0, raw_arguments=json.dumps({"path": "a.py"}), start_ns=0,
+                     end_ns=1)
+    assert _indices(tt._matching_pairs([first], by_tool, 1 << 60, index)) == [(0, [0, 1])]
+    assert index[2]["read", '{"path": "a.py"}'] is not None     # answered once, kept
+    again = ToolCall("read", 0, raw_arguments='{"path": "a.py"}', start_ns=0, end_ns=1)
+    assert _indices(tt._matching_pairs([again], by_tool, 1 << 60, index)) == [(0, [0, 1])]
+    assert again.decoded_arguments is _UNSET                     # never decoded
+    # The same text under an envelope is decoded and unwrapped: here to nothing that matches
+    # entry 0, while {} (entry 1) still matches a call whose arguments are not an object.
+    wrapped = ToolCall("read", 0, raw_arguments='{"path": "a.py"}', start_ns=0, end_ns=1,
+                       envelope=_Unwrap())
+    assert _indices(tt._matching_pairs([wrapped], by_tool, 1 << 60, index)) == \
+        _brute_pairs(entries, [wrapped])
+    assert wrapped.decoded_arguments is None
+
+
+def test_the_band_drops_far_pairs_and_keeps_the_oracle_matching() -> None:
+    rng = random.Random(23)
+    dropped_somewhere = False
+    for n, pending in ((120, 0.0), (200, 0.0), (200, 0.05), (300, 0.0)):
+        entries, calls = _coding_run(n, rng, pending)
+        by_tool = tt._by_tool(entries)
+        pairs = tt._matching_pairs(calls, by_tool, 1 << 60)
+        assert pairs is not None
+        band = tt._in_band(pairs, len(entries), len(calls))
+        kept = sum(len(f) for _, f in band)
+        dropped_somewhere |= kept < sum(len(f) for _, f in pairs)
+        dp = tt._sparse_fronts if pending else tt._sparse_settled
+        assert _chosen(dp(entries, calls, band)) == _chosen(dp(entries, calls, pairs)) == \
+            _chosen(_oracle(entries, calls, by_tool))
+    assert dropped_somewhere
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs(most=40))
+def test_the_band_never_changes_the_matching(run: tuple[list[_Entry], list[ToolCall]]) -> None:
+    # Whatever the greedy finds (a poor size on shuffled runs only widens the band), the
+    # pairs it drops are in no largest matching: both DPs choose as without the band.
+    entries, calls = run
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), 1 << 60)
+    assert pairs is not None
+    band = tt._in_band(pairs, len(entries), len(calls))
+    for dp in (tt._sparse_settled, tt._sparse_fronts):
+        if dp is tt._sparse_settled and any(c.pending for c in calls):
+            continue
+        assert _chosen(dp(entries, calls, band)) == _chosen(dp(entries, calls, pairs))
+
+
+def test_the_band_is_exact_at_its_edges() -> None:
+    # Entries v = 0..39; the calls follow them, with one early call of v = 30 (calls 0, 1,
+    # 30, 2, 3, ..., 39). The largest matching takes every entry in order (40) and leaves
+    # the early call; the greedy, which does not jump 28 entries ahead, finds it too, so the
+    # band is 40 - 41 <= k - j <= 40 - 40: the early pair (30, call 2) is dropped and every
+    # pair of the diagonal, at offset 0 or -1, is kept.
+    entries = [_Entry(i, "t", {"v": i}, 50.0) for i in range(40)]
+    values = [0, 1, 30] + list(range(2, 40))
+    calls = [ToolCall("t", j, raw_arguments=json.dumps({"v": v}), start_ns=0, end_ns=1)
+             for j, v in enumerate(values)]
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), 1 << 60)
+    assert (2, [30]) in _indices(pairs)
+    band = _indices(tt._in_band(pairs, 40, 41))
+    assert band == [(j, [v]) for j, v in enumerate(values) if j != 2]
+    assert _chosen(tt._sparse_settled(entries, calls, tt._in_band(pairs, 40, 41))) == \
+        {v: j for j, v in enumerate(values) if j != 2}
+    # Without the early call the band is 40 - 40 <= k - j <= 0 (the diagonal alone), and a
+    # run one call short (entry 5's call left out) keeps offsets 0 and 1 only.
+    short = [v for v in range(40) if v != 5]
+    calls = [ToolCall("t", j, raw_arguments=json.dumps({"v": v}), start_ns=0, end_ns=1)
+             for j, v in enumerate(short)]
+    pairs = tt._matching_pairs(calls, tt._by_tool(entries), 1 << 60)
+    assert tt._in_band(pairs, 40, 39) is pairs        # nothing to drop: the very list

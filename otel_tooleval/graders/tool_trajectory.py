@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress, filterfalse, islice
-from operator import attrgetter, eq
+from operator import attrgetter, eq, itemgetter
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -34,6 +34,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
+from ..values import decode_value
 from ..violations import violations
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
@@ -326,6 +327,7 @@ def _by_tool(entries: Sequence[_Entry]) -> dict[str, list[_Entry]]:
 
 
 _PENDING = attrgetter("pending")
+_FIRST = itemgetter(0)
 
 
 def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
@@ -351,6 +353,7 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
         return _in_order_settled(entries, calls, by_tool)
     pairs = _matching_pairs(calls, by_tool, _pair_budget(len(entries), len(calls)), index)
     if pairs is not None:
+        pairs = _in_band(pairs, len(entries), len(calls))
         if pending:
             return _sparse_fronts(entries, calls, pairs)
         return _sparse_settled(entries, calls, pairs)
@@ -566,13 +569,16 @@ def _pair_budget(entries: int, calls: int) -> int:
     return max(4 * (entries + calls), entries * calls // 8)
 
 
-_Index = tuple[dict[str, dict[str, dict[Any, list[_Group]]]], dict[str, list[_Group]]]
+_Keyed = dict[str, dict[str, dict[Any, list[_Group]]]]
+_Found = tuple[list[_Entry] | None, int]     # a call's matching entries, candidates examined
+#: (tool -> key -> value -> groups, tool -> groups without a scalar, (tool, args text) -> the
+#: matching entries of a call recording that text, once computed: None until then).
+_Index = tuple[_Keyed, dict[str, list[_Group]], dict[tuple[str, str], _Found | None]]
 
 
 def _pair_index(by_tool: Mapping[str, list[_Entry]]) -> _Index:
-    """The index ``_matching_pairs`` looks candidates up in: (tool -> key -> value -> groups,
-    tool -> groups without a scalar to file them under). It depends on the entries only, so a
-    grader builds it once.
+    """The index ``_matching_pairs`` looks candidates up in. It depends on the entries only,
+    so a grader builds it once.
 
     An entry whose args hold a scalar at the top level can only match calls with that very
     value under that key (``args_match`` is partial but exact on scalars; Python's ``==`` and
@@ -580,12 +586,21 @@ def _pair_index(by_tool: Mapping[str, list[_Entry]]) -> _Index:
     so entries are filed under the key of theirs that the fewest entries of their tool share.
     The others (no args, or only nested values) are candidates for every call of their tool.
     Entries with equal args form one group, confirmed once per call.
+
+    The third part caches, per entry text (``_Entry.text``, the ``json.dumps`` of its args),
+    what a call of that tool recording exactly that text matches: its arguments decode to that
+    entry's args, whatever the call, so the answer is looked up once per grader and the
+    calls that recorded it (most, where an expected list was written from real runs) are
+    neither decoded nor compared again.
     """
-    index: dict[str, dict[str, dict[Any, list[_Group]]]] = {}
+    index: _Keyed = {}
     loose: dict[str, list[_Group]] = {}
+    texts: dict[tuple[str, str], _Found | None] = {}
     for tool, group in by_tool.items():
         groups: dict[Any, _Group] = {}
         for e in group:
+            if e.text is not None:
+                texts[tool, e.text] = None
             same = _flat_key(e.args)
             made = groups.get(("entry", e.index) if same is None else same)
             if made is None:
@@ -602,7 +617,46 @@ def _pair_index(by_tool: Mapping[str, list[_Entry]]) -> _Index:
                 continue
             key, value = min(items, key=shared.__getitem__)
             index.setdefault(tool, {}).setdefault(key, {}).setdefault(value, []).append(made)
-    return index, loose
+    return index, loose, texts
+
+
+_NONE: tuple[_Group, ...] = ()
+
+
+def _candidates(keyed: dict[str, dict[Any, list[_Group]]] | None, free: Sequence[_Group],
+                actual: Any) -> _Found:
+    """The entries (ascending) of a call's tool that match its decoded arguments ``actual``
+    (None: none do), and how many candidates were examined; ``keyed`` and ``free``: the
+    tool's part of ``_pair_index``."""
+    if actual is None:
+        actual = {}     # a span that recorded no arguments: a call with none
+    # The matching groups' entries: the one group's own list (read-only) when only one
+    # matches, as it mostly does; a new list, sorted, when more do.
+    found: list[_Entry] | None = None
+    many = False
+    examined = 0
+    if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
+        for key, buckets in keyed.items():
+            value = actual.get(key, _ABSENT)
+            if value is _ABSENT or not isinstance(value, _SCALAR):
+                continue
+            for args, entries in buckets.get(value, _NONE):
+                examined += len(entries)
+                if args_match(args, actual):
+                    if found is None:
+                        found = entries
+                    else:
+                        found, many = found + entries, True
+    for args, entries in free:
+        examined += len(entries)
+        if args is None or args_match(args, actual):
+            if found is None:
+                found = entries
+            else:
+                found, many = found + entries, True
+    if many:
+        found.sort(key=_INDEX)      # type: ignore[union-attr]  # many: found is a list
+    return found, examined
 
 
 def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry]],
@@ -611,53 +665,85 @@ def _matching_pairs(calls: Sequence[ToolCall], by_tool: Mapping[str, list[_Entry
     matches; None once the candidates examined exceed ``budget``. ``index``:
     ``_pair_index(by_tool)``, built here when not given.
     """
-    keyed_by_tool, loose = _pair_index(by_tool) if index is None else index
-    counts = Counter(call.name for call in calls)
-    if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
-           for tool, groups_of in loose.items()) > budget:
-        return None
+    keyed_by_tool, loose, texts = _pair_index(by_tool) if index is None else index
+    if loose:
+        counts = Counter(call.name for call in calls)
+        if sum(counts[tool] * sum(len(g[1]) for g in groups_of)
+               for tool, groups_of in loose.items()) > budget:
+            return None
     pairs: _Pairs = []
     examined = 0
-    none: tuple[_Group, ...] = ()
     for j, call in enumerate(calls):
         tool = call.name
+        raw = call.raw_arguments
+        if raw.__class__ is str and texts:
+            known = texts.get((tool, raw), _ABSENT)
+            if known is not _ABSENT and (
+                    call.envelope is None or call.envelope.arguments_from is None):
+                if known is None:
+                    known = texts[tool, raw] = _candidates(
+                        keyed_by_tool.get(tool), loose.get(tool, _NONE), decode_value(raw))
+                cached: _Found = known      # type: ignore[assignment]  # not _ABSENT here
+                found, n = cached
+                examined += n
+                if examined > budget:
+                    return None
+                if found is not None:
+                    pairs.append((j, found))
+                continue
         keyed = keyed_by_tool.get(tool)
-        free = loose.get(tool, none)
+        free = loose.get(tool, _NONE)
         if keyed is None and not free:
             continue            # no entry of this tool: its arguments are not even decoded
-        actual = call.arguments
-        if actual is None:
-            actual = {}     # a span that recorded no arguments: a call with none
-        # The matching groups' entries: the one group's own list (read-only) when only one
-        # matches, as it mostly does; a new list, sorted, when more do.
-        found: list[_Entry] | None = None
-        many = False
-        if keyed is not None and (actual.__class__ is dict or isinstance(actual, Mapping)):
-            for key, buckets in keyed.items():
-                value = actual.get(key, _ABSENT)
-                if value is _ABSENT or not isinstance(value, _SCALAR):
-                    continue
-                for args, entries in buckets.get(value, none):
-                    examined += len(entries)
-                    if args_match(args, actual):
-                        if found is None:
-                            found = entries
-                        else:
-                            found, many = found + entries, True
-        for args, entries in free:
-            examined += len(entries)
-            if args is None or args_match(args, actual):
-                if found is None:
-                    found = entries
-                else:
-                    found, many = found + entries, True
+        found, n = _candidates(keyed, free, call.arguments)
+        examined += n
         if examined > budget:
             return None
         if found is not None:
-            if many:
-                found.sort(key=_INDEX)
             pairs.append((j, found))
     return pairs
+
+
+#: How far the diagonal of ``_in_band``'s greedy matching may move in one step.
+_REACH = 16
+
+
+def _in_band(pairs: _Pairs, n_entries: int, n_calls: int) -> _Pairs:
+    """``pairs`` without those that no largest matching can hold.
+
+    A matching holding the pair (k, j) holds at most min(k, j) pairs before it and
+    min(E - 1 - k, M - 1 - j) after it; when that bound is below the size S of some matching,
+    the pair is in no largest one, and the sparse DPs choose the same matching without it
+    (every state on the path of a largest matching is made of pairs of largest matchings
+    only). The bound holds S exactly when S - M <= k - j <= E - S: a band along the diagonal.
+    S comes from a greedy matching: for each call, its first entry past the last one taken,
+    when the offset between entry and call moves by at most ``_REACH`` (any entry after
+    ``_REACH`` calls without one). A run that follows its expected list closely keeps its
+    pairs near the diagonal, and repeats of a value far away in the run are dropped here.
+    """
+    last = taken_at = -1
+    size = 0
+    for j, found in pairs:
+        for e in found:
+            k = e.index
+            if k > last:
+                if abs((k - j) - (last - taken_at)) <= _REACH or j - taken_at > _REACH:
+                    last, taken_at = k, j
+                    size += 1
+                break
+    low, high = size - n_calls, n_entries - size       # the band of k - j
+    kept: _Pairs = []
+    dropped = False
+    for pair in pairs:
+        j, found = pair
+        if found[0].index - j >= low and found[-1].index - j <= high:
+            kept.append(pair)
+            continue
+        dropped = True
+        within = [e for e in found if low <= e.index - j <= high]
+        if within:
+            kept.append((j, within))
+    return kept if dropped else pairs
 
 
 def _flat_key(args: dict[str, Any] | None) -> tuple[Any, ...] | None:
@@ -703,6 +789,21 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
         if len(found) == 1:                 # one pair: read and written at once
             e = found[0]
             k = e.index
+            if k >= starts[-1]:
+                # The pair extends the best state of all: a new last step (what the general
+                # path below comes to when k is past the last step's start), as most pairs of
+                # a run that follows its expected list closely do.
+                key = values[-1] // width + scale
+                limit = e.limit
+                if limit is not None and duration is not None and duration <= limit:
+                    key += 1
+                steps.append(len(pair_entry))
+                pair_entry.append(k)
+                pair_call.append(j)
+                pair_before.append(steps[-2])
+                starts.append(k + 1)
+                values.append(key * width + tie - k)
+                continue
             at = bisect_right(starts, k) - 1
             key = values[at] // width + scale
             limit = e.limit
@@ -1105,20 +1206,23 @@ class ToolTrajectoryGrader:
         if index is None and self._assertions:
             index = self._index = _pair_index(self.by_tool)
         matched = _in_order(self.entries, calls, self.by_tool, index)
-        get = matched.get
         latency_hits = neutral = 0
         slow = tally.slow
-        for e in self._limited:             # ascending entry index
-            call = get(e.index)
-            if call is None:
-                continue
-            duration = call.duration_ms
-            if duration is None:
-                neutral += 1
-            elif duration <= e.limit:       # type: ignore[operator]  # limited: not None
-                latency_hits += 1
-            else:
-                slow.append((e.index, call))
+        if self._assertions:
+            limits = self._limits
+            # The matching was written from its last pair back: reversed, ascending entries.
+            for k, call in reversed(matched.items()):
+                limit = limits[k]
+                if limit is None:
+                    continue
+                end = call.end_ns           # ToolCall.duration_ms, in line
+                if call.pending or end is None:
+                    neutral += 1
+                elif (end - call.start_ns) / 1e6 <= limit:
+                    latency_hits += 1
+                else:
+                    slow.append((k, call))
+            slow.sort(key=_FIRST)           # in one pass when already ascending
         hits = len(matched)
         unmatched_n = len(self.entries) - hits
         if unmatched_n:
