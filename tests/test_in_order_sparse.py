@@ -358,3 +358,45 @@ def test_the_band_is_exact_at_its_edges() -> None:
              for j, v in enumerate(short)]
     pairs = tt._matching_pairs(calls, tt._by_tool(entries), 1 << 60)
     assert tt._in_band(pairs, 40, 39) is pairs        # nothing to drop: the very list
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(runs(most=30), st.data())
+def test_a_run_that_follows_its_list_exactly_is_matched_on_the_diagonal(
+        run: tuple[list[_Entry], list[ToolCall]], data: st.DataObject) -> None:
+    # Calls written from the entries (each one matching the entry at its position, some
+    # pending, limits or not): the diagonal, and the oracle's choice, whatever else matches.
+    entries, _ = run
+    if data.draw(st.booleans()):
+        entries = [_Entry(e.index, e.tool, e.args, None) for e in entries]  # the bits path
+    calls = []
+    for j, e in enumerate(entries):
+        args = e.args if e.args is not None else data.draw(st.sampled_from(CALL_ARGS))
+        raw = None if args is None else args if isinstance(args, str) else json.dumps(args)
+        pending = data.draw(st.integers(0, 5)) == 0
+        calls.append(ToolCall(e.tool, j, raw_arguments=raw, pending=pending, start_ns=0,
+                              end_ns=None if pending else data.draw(st.sampled_from(
+                                  [1, 10, 100])) * 1_000_000))
+    by_tool = tt._by_tool(entries)
+    assert tt._diagonal(entries, calls)
+    got = _chosen(tt._in_order(entries, calls, by_tool))
+    assert got == {k: k for k in range(len(entries))}
+    assert got == _chosen(_oracle(entries, calls, by_tool))
+
+
+def test_the_diagonal_is_only_taken_when_it_matches_every_entry() -> None:
+    entries = [_Entry(i, "t", {"v": i % 3}, 50.0) for i in range(6)]
+    calls = [ToolCall("t", j, raw_arguments=json.dumps({"v": j % 3}), start_ns=0, end_ns=1)
+             for j in range(6)]
+    assert tt._diagonal(entries, calls)
+    swapped = calls[:2] + [ToolCall("t", 2, raw_arguments='{"v": 0}', start_ns=0, end_ns=1)] \
+        + calls[3:]
+    assert not tt._diagonal(entries, swapped)
+    by_tool = tt._by_tool(entries)
+    assert _chosen(tt._in_order(entries, swapped, by_tool)) == \
+        _chosen(_oracle(entries, swapped, by_tool))
+    # One call short: the diagonal holds for every call there is, but a matching of all the
+    # calls need not be the diagonal one, so the DPs decide.
+    assert tt._diagonal(entries, calls[:5])
+    assert _chosen(tt._in_order(entries, calls[:5], by_tool)) == \
+        _chosen(_oracle(entries, calls[:5], by_tool))

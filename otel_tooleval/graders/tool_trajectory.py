@@ -346,6 +346,8 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     and for small runs without pending calls (``_COLUMNS_UPTO``), where the columns are short
     and the sparse DPs' lookups and steps cost more than they save.
     """
+    if len(entries) == len(calls) and _diagonal(entries, calls):
+        return dict(enumerate(calls))
     if all(e.limit is None for e in entries):
         return _in_order_bits(entries, calls, by_tool)
     pending = any(map(_PENDING, calls))
@@ -360,6 +362,27 @@ def _in_order(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     if not pending:
         return _in_order_settled(entries, calls, by_tool)
     return _in_order_fronts(entries, calls, by_tool)
+
+
+def _diagonal(entries: Sequence[_Entry], calls: Sequence[ToolCall]) -> bool:
+    """Whether every call matches the entry at its position, stopping at the first that does
+    not. With as many calls as entries, the diagonal is then the only largest matching (a
+    matching of all the entries and all the calls in order can pair them only position by
+    position), so every tie-break agrees on it: a run that did exactly what its expected list
+    says is matched in one pass, as ``exact`` mode would check it.
+    """
+    for e, call in zip(entries, calls):
+        if call.name != e.tool:
+            return False
+        if e.args is None:
+            continue
+        raw = call.raw_arguments
+        if raw.__class__ is str and raw == e.text and (
+                call.envelope is None or call.envelope.arguments_from is None):
+            continue                # _Entry.args_hold's shortcut, in line
+        if not e.args_hold(call):
+            return False
+    return True
 
 
 #: Up to this many (entry, call) cells, a run without pending calls goes through the column DP
@@ -727,7 +750,7 @@ def _in_band(pairs: _Pairs, n_entries: int, n_calls: int) -> _Pairs:
         for e in found:
             k = e.index
             if k > last:
-                if abs((k - j) - (last - taken_at)) <= _REACH or j - taken_at > _REACH:
+                if -_REACH <= (k - j) - (last - taken_at) <= _REACH or j - taken_at > _REACH:
                     last, taken_at = k, j
                     size += 1
                 break
@@ -774,11 +797,10 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     scale = n + 1
     width = (m + 1) * scale
     starts, values = [0], [0]
-    # The pairs that made a step, as parallel lists of ints (no object per pair): the entry,
-    # the call and the pair before it on the path (-1: none); ``steps`` holds each step's.
-    pair_entry: list[int] = []
-    pair_call: list[int] = []
-    pair_before: list[int] = []
+    # The pairs that made a step, three ints each in one flat list (no object per pair): the
+    # entry, the call and the position of the pair before it on the path (-1: none);
+    # ``steps`` holds each step's position.
+    trail: list[int] = []
     steps = [-1]
     made: list[int] = []                    # (first, value, before, entry) per pair of a call
     for j, found in pairs:
@@ -797,10 +819,9 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
                 limit = e.limit
                 if limit is not None and duration is not None and duration <= limit:
                     key += 1
-                steps.append(len(pair_entry))
-                pair_entry.append(k)
-                pair_call.append(j)
-                pair_before.append(steps[-2])
+                before = steps[-1]
+                steps.append(len(trail))
+                trail += (k, j, before)
                 starts.append(k + 1)
                 values.append(key * width + tie - k)
                 continue
@@ -828,10 +849,8 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
             if starts[at] != first:
                 at += 1
             end = bisect_left(values, value, at)
-            step = len(pair_entry)
-            pair_entry.append(made[p + 3])
-            pair_call.append(j)
-            pair_before.append(made[p + 2])
+            step = len(trail)
+            trail += (made[p + 3], j, made[p + 2])
             if end == at:
                 starts.insert(at, first)
                 values.insert(at, value)
@@ -843,8 +862,8 @@ def _sparse_settled(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     matched: dict[int, ToolCall] = {}
     step = steps[-1]
     while step >= 0:
-        matched[pair_entry[step]] = calls[pair_call[step]]
-        step = pair_before[step]
+        matched[trail[step]] = calls[trail[step + 1]]
+        step = trail[step + 2]
     return matched
 
 
