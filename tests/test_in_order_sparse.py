@@ -212,7 +212,9 @@ def test_small_settled_runs_take_the_columns_larger_ones_the_sparse_dp(
         mp.setattr(tt, "_sparse_settled", spy_sparse)
         got = _chosen(tt._in_order(entries, calls, by_tool, index))
     assert got == _chosen(_oracle(entries, calls, by_tool))
-    if len(entries) * len(calls) <= tt._COLUMNS_UPTO:
+    if len(entries) == len(calls) and tt._diagonal(entries, calls):
+        assert taken == []                  # matched on the diagonal: neither DP
+    elif len(entries) * len(calls) <= tt._COLUMNS_UPTO:
         assert taken == ["columns"]
     elif tt._matching_pairs(calls, by_tool, tt._pair_budget(len(entries), len(calls))):
         assert taken == ["sparse"]
