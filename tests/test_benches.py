@@ -344,6 +344,22 @@ def test_bench_hooks(capfd: pytest.CaptureFixture[str],
     _no_missing(rows)
 
 
+def test_bench_hooks_counts_bytecodes_and_replays_cold(
+        capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("hooks", "bench_hooks")
+    fig, out, _ = _run(bench, ["--calls", "10", "--spans", "60", "--opcodes"], capfd,
+                       monkeypatch)
+    counted = fig["10"]
+    # per span: the replay loop alone (null), one frame more per hook, then the tracking
+    assert 0 < counted["null"] < counted["forward"] < counted["tooleval"]
+    assert "bytecodes executed per span" in out
+    fig, out, _ = _run(bench, ["--calls", "10", "--spans", "60", "--repeats", "1", "--cold"],
+                       capfd, monkeypatch)
+    assert set(fig["10"]) == {"null", "forward", "tooleval"}
+    assert all(math.isfinite(v) and v > 0 for v in fig["10"].values())
+    assert "cold: an SDK span before every event" in out
+
+
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_profile_grading_side(mode: str, capfd: pytest.CaptureFixture[str],
                               monkeypatch: pytest.MonkeyPatch) -> None:
