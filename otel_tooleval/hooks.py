@@ -13,8 +13,14 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   ``_end_time``) directly: the one place outside ``_compat`` that touches SDK internals,
   because a specialised attribute load costs half of even a C-level ``attrgetter``. A span of
   another class raises AttributeError, which the hook contains: it is forwarded, untracked.
-- The downstream's ``on_start`` and ``_on_ending`` are looked up when the hooks are built, and
-  not called at all when they are the SDK's no-ops.
+- The downstream's ``on_start``, ``_on_ending`` and ``on_end`` are looked up when the hooks are
+  built (a bound method made per span otherwise), the first two not called at all when they
+  are the SDK's no-ops, and ``_on_ending`` then a C function (no Python frame per span); a
+  downstream without ``on_end`` fails at each span, contained and reported, as before.
+- In the agent loop the hooks cost what the bytecodes they execute cost, at the SDK's price per
+  bytecode (docs/performance.md, "Why the hooks cost 4x ..."): what they read and test is
+  ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
+  ``conventions:`` mapping, named agents) sits behind one test each.
 
 Every hook contains every failure (ARCHITECTURE: never raise into the application) and still
 forwards the span. The buffers' dicts are bound when the hooks are built: the processor
@@ -67,7 +73,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
     # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
-    forward_end = downstream.on_end if downstream is not None else None
+    forward_end = _end_forwarder(downstream)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
 
@@ -221,6 +227,18 @@ def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHook
                 report("downstream.on_end")
 
     return SpanHooks(on_start, on_ending, on_end)
+
+
+def _end_forwarder(downstream: Any) -> Callable[[Any], Any] | None:
+    """The downstream's bound ``on_end``; for one without it, a call that looks it up at every
+    span (and fails there, contained by the hook, as an unbound lookup would)."""
+    if downstream is None:
+        return None
+    try:
+        bound: Callable[[Any], Any] = downstream.on_end
+    except AttributeError:
+        return lambda span: downstream.on_end(span)
+    return bound
 
 
 def _forwarders(downstream: Any, report: Callable[[str], None]
