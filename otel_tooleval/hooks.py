@@ -13,8 +13,14 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   ``_end_time``) directly: the one place outside ``_compat`` that touches SDK internals,
   because a specialised attribute load costs half of even a C-level ``attrgetter``. A span of
   another class raises AttributeError, which the hook contains: it is forwarded, untracked.
-- The downstream's ``on_start`` and ``_on_ending`` are looked up when the hooks are built, and
-  not called at all when they are the SDK's no-ops.
+- The downstream's ``on_start``, ``_on_ending`` and ``on_end`` are looked up when the hooks are
+  built (a bound method made per span otherwise), the first two not called at all when they
+  are the SDK's no-ops, and ``_on_ending`` then a C function (no Python frame per span); a
+  downstream without ``on_end`` fails at each span, contained and reported, as before.
+- In the agent loop the hooks cost what the bytecodes they execute cost, at the SDK's price per
+  bytecode (docs/performance.md, "Why the hooks cost 4x ..."): what they read and test is
+  ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
+  ``conventions:`` mapping, named agents) sits behind one test each.
 
 Every hook contains every failure (ARCHITECTURE: never raise into the application) and still
 forwards the span. The buffers' dicts are bound when the hooks are built: the processor
@@ -43,7 +49,7 @@ class StartHook(Protocol):
 
 class SpanHooks(NamedTuple):
     on_start: StartHook
-    on_ending: Callable[[Any], None]
+    on_ending: Callable[[Any], object]
     on_end: Callable[[Any], None]
 
 
@@ -63,9 +69,13 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # The config's ``conventions:`` mapping, if any: classified here, before named agents.
     mapped = (buffers.policy.conventions.classifier()
               if buffers.policy.conventions is not None else None)
+    reclassify = mapped is not None or named
     start_root, drop = buffers._start_root, buffers._drop
     forward_start, on_ending = _forwarders(downstream, report)
+    # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
+    forward_end = _end_forwarder(downstream)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
+    start_extras = guard_start is not None or forward_start is not None
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
@@ -82,42 +92,46 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 drop("max_spans_per_trace")
         except Exception:
             report("on_start")
-        if guard_start is not None:
-            try:
-                attrs = span._attributes._dict
-                if not no_call(attrs):   # most spans: one C call, the guard's only cost
-                    # With what the tracking read: the span's context, parent, and its trace's
-                    # state as it was before (None or closed: the guard looks it up again).
-                    guard_start(span, attrs, ctx, parent, state)
-            except Exception:
-                report("guard")
-        if forward_start is not None:
-            try:
-                forward_start(span, parent_context=parent_context)
-            except Exception:
-                report("downstream.on_start")
+        if start_extras:   # a guard, or a downstream on_start that does something
+            if guard_start is not None:
+                try:
+                    attrs = span._attributes._dict
+                    if not no_call(attrs):   # most spans: one C call, the guard's only cost
+                        # With what the tracking read: the span's context, parent, and its
+                        # trace's state as it was before (None or closed: the guard looks it
+                        # up again).
+                        guard_start(span, attrs, ctx, parent, state)
+                except Exception:
+                    report("guard")
+            if forward_start is not None:
+                try:
+                    forward_start(span, parent_context=parent_context)
+                except Exception:
+                    report("downstream.on_start")
 
     def on_end(span: Any) -> None:
         # Records the ended span (SEMANTICS 1) and, when it ends a run root or a local root,
-        # hands that over; one frame: the tracking is inline, not a call.
-        marked = None   # the guard's copy of a tool span, forwarded in its place
+        # hands that over; one frame: the tracking is inline, not a call. What it reads and
+        # tests is in the order of what most spans need (docs/performance.md: in the agent
+        # loop the hooks cost what the bytecodes they execute cost).
+        out = span   # what is forwarded: the guard may put a marked copy of a tool span here
         try:
             ctx = span._context
-            parent = span._parent
-            attrs = span._attributes._dict
             sid = ctx[1]
             state = traces_get(ctx[0])
-            item: RunJob | EndedRoot | None = None
             # A closed trace keeps its open spans: still open when the grading thread takes
             # the run, they are its pending calls, as they were when the root ended.
             if state is None or state.closed or state.open.pop(sid, None) is None:
-                buffers._end_untracked(state, ctx[0], attrs, span)
+                buffers._end_untracked(state, ctx[0], span._attributes._dict, span)
             else:
+                attrs = span._attributes._dict
+                parent = span._parent
                 kind = span_kind(attrs)
-                if mapped is not None:
-                    kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
-                if named:
-                    kind = buffers._named_kind(attrs, span, kind)
+                if reclassify:   # a conventions: mapping or named agents
+                    if mapped is not None:
+                        kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
+                    if named:
+                        kind = buffers._named_kind(attrs, span, kind)
                 if kind or named:
                     end = span._end_time
                     if end:
@@ -154,6 +168,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         if entry is None or entry[2]:
                             try:
                                 marked = guard_end(state, span, entry)
+                                if marked is not None:
+                                    out = marked
                             except Exception:
                                 report("guard")
                 if parent is None or parent[2]:
@@ -161,16 +177,17 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     state.open_roots -= 1
                     if state.open_roots <= 0:
                         state.closed = True
-                    item = state, span
+                    if hand_over((state, span)):
+                        return   # held: the grading thread forwards the root
                 elif kind & AGENT or (state.run_roots and sid in state.run_roots):
-                    item = buffers._decide(state, span, sid)
-            if item is not None and hand_over(item):
-                return   # held: the grading thread forwards the root (with its verdicts)
+                    job = buffers._decide(state, span, sid)
+                    if job is not None and hand_over(job):
+                        return   # held: the grading thread forwards it, with its verdicts
         except Exception:
             report("on_end")
-        if downstream is not None:
+        if forward_end is not None:
             try:
-                downstream.on_end(span if marked is None else marked)
+                forward_end(out)
             except Exception:
                 report("downstream.on_end")
 
@@ -212,8 +229,20 @@ def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHook
     return SpanHooks(on_start, on_ending, on_end)
 
 
+def _end_forwarder(downstream: Any) -> Callable[[Any], Any] | None:
+    """The downstream's bound ``on_end``; for one without it, a call that looks it up at every
+    span (and fails there, contained by the hook, as an unbound lookup would)."""
+    if downstream is None:
+        return None
+    try:
+        bound: Callable[[Any], Any] = downstream.on_end
+    except AttributeError:
+        return lambda span: downstream.on_end(span)
+    return bound
+
+
 def _forwarders(downstream: Any, report: Callable[[str], None]
-                ) -> tuple[StartHook | None, Callable[[Any], None]]:
+                ) -> tuple[StartHook | None, Callable[[Any], object]]:
     """The downstream's ``on_start`` (None when there is nothing to call) and our ``_on_ending``
     hook (forwarding to the downstream's, or doing nothing)."""
     forward_start, forward_ending = start_and_ending_hooks(downstream)
@@ -229,8 +258,9 @@ def _forwarders(downstream: Any, report: Callable[[str], None]
     return forward_start, on_ending
 
 
-def _ignore(span: Any) -> None:
-    return None
+# ``_on_ending`` when the downstream has none: the SDK calls it for every span, and a function
+# of C (``id``: one argument, no effect) costs no Python frame there.
+_ignore: Callable[[Any], object] = id
 
 
 def _ignore_attrs(attrs: Any) -> bool:

@@ -53,8 +53,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         config: a ``ToolEvalConfig``, a path, YAML text or a mapping (see ``load_config``).
         downstream: the processor that exports, e.g. ``BatchSpanProcessor(OTLPSpanExporter())``.
             Every hook is forwarded to it; the roots of graded runs reach it as copies. Its
-            ``on_start`` and ``_on_ending`` are looked up when it is set (not called at all when
-            they are the SDK's no-ops).
+            ``on_start``, ``_on_ending`` and ``on_end`` are looked up when it is set (the first
+            two not called at all when they are the SDK's no-ops).
         meter_provider: where the metrics go (default: the global one).
         logger_provider: where the log-based events go (default: the global one).
         on_report: called on the grading thread with each ``RunReport`` (errors are logged).
@@ -155,7 +155,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
     @property
     def downstream(self) -> SpanProcessor | None:
         """The processor every span is forwarded to. Setting it rebuilds the hooks: its
-        ``on_start`` and ``_on_ending`` are looked up then (and skipped if the SDK's no-ops)."""
+        ``on_start``, ``_on_ending`` and ``on_end`` are looked up then (the first two skipped
+        if the SDK's no-ops)."""
         return self._downstream
 
     @downstream.setter

@@ -344,6 +344,46 @@ def test_bench_hooks(capfd: pytest.CaptureFixture[str],
     _no_missing(rows)
 
 
+def test_bench_hooks_counts_bytecodes_and_replays_cold(
+        capfd: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("hooks", "bench_hooks")
+    fig, out, _ = _run(bench, ["--calls", "10", "--spans", "60", "--opcodes"], capfd,
+                       monkeypatch)
+    counted = fig["10"]
+    # per span: the replay loop alone (null), one frame more per hook, then the tracking
+    assert 0 < counted["null"] < counted["forward"] < counted["tooleval"]
+    assert "bytecodes executed per span" in out
+    fig, out, _ = _run(bench, ["--calls", "10", "--spans", "60", "--repeats", "1", "--cold"],
+                       capfd, monkeypatch)
+    assert set(fig["10"]) == {"null", "forward", "tooleval"}
+    assert all(math.isfinite(v) and v > 0 for v in fig["10"].values())
+    assert "cold: an SDK span before every event" in out
+
+
+def test_bench_overhead_counts_bytecodes(capfd: pytest.CaptureFixture[str],
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("overhead-opcodes", "bench_overhead")
+    fig, out, _ = _run(bench, ["--opcodes", "--calls", "3", "--graders", "none"], capfd,
+                       monkeypatch)
+    (row,) = fig["opcodes"]
+    assert row["calls"] == 3
+    assert 0 < row["bare_opcodes"] < row["tooleval_opcodes"]
+    assert row["opcode_ratio"] == pytest.approx(row["tooleval_opcodes"] / row["bare_opcodes"])
+    assert "bytecodes per span, application thread" in out
+
+
+def test_profile_app_thread(capfd: pytest.CaptureFixture[str],
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    bench = _bench("app-thread", "profile_app_thread")
+    fig, out, _ = _run(bench, ["--calls", "3", "--spans", "40", "--rounds", "1"], capfd,
+                       monkeypatch)
+    assert set(fig) == {"bare", "forward", "tooleval", "held"}
+    assert fig["bare"]["ratio"] == 1.0
+    for figures in fig.values():
+        assert figures["cpu_us"] > 0 and figures["gc_us"] >= 0 and figures["ratio"] > 0
+    assert "collections gen0/gen1/gen2" in out
+
+
 @pytest.mark.parametrize("mode", ["thread", "process"])
 def test_profile_grading_side(mode: str, capfd: pytest.CaptureFixture[str],
                               monkeypatch: pytest.MonkeyPatch) -> None:
@@ -441,7 +481,8 @@ def test_bench_fixed_cost(capfd: pytest.CaptureFixture[str],
 COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_memory",
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
-                   "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes"}
+                   "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes",
+                   "profile_app_thread"}
 
 
 def test_every_bench_has_a_smoke_test() -> None:

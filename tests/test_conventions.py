@@ -367,6 +367,38 @@ def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others() -> Non
             assert span_kind({**both, "tool.synthesized": True}) == slow(both) & ~TOOL, both
 
 
+
+def test_span_kind_of_keys_of_two_conventions_on_one_span() -> None:
+    """A GenAI key (tested first) together with a key of another convention (tested only behind
+    the set tests), ``tool.synthesized`` among them or not: the bits of the two keys apart
+    (each checked against the tables above), ORed, the tool bit taken off when synthesized."""
+    from otel_tooleval.conventions import TOOL, span_kind
+    from otel_tooleval.conventions.registry import MARKERS, TOOL_CONVENTIONS
+
+    def cases(genai: bool) -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = []
+        for m in MARKERS:
+            if m.key.startswith("gen_ai.") == genai:
+                found += [{m.key: v} for v in (*m.agents, *m.models, "other")]
+                if m.present:
+                    found.append({m.key: "x"})
+        for row in TOOL_CONVENTIONS:
+            keys = [k for k in (row.name, row.when[0] if row.when else None) if k is not None]
+            if keys and keys[0].startswith("gen_ai.") == genai:
+                found.append({**({row.name: "t"} if row.name else {}),
+                              **({row.when[0]: row.when[1]} if row.when else {})})
+        return found
+
+    genai, others = cases(True), cases(False)
+    assert genai and others
+    for first in genai:
+        for second in others:
+            both = {**first, **second}
+            expected = span_kind(first) | span_kind(second)
+            if "tool.synthesized" not in both:
+                assert span_kind(both) == expected, both
+            assert span_kind({**both, "tool.synthesized": True}) == expected & ~TOOL, both
+
 def test_str_enum_attribute_values_read_as_their_characters() -> None:
     """The SDK keeps a str subclass as it is; OTLP sends its characters, and so do we (not
     ``Tool.SEARCH``, its ``__str__``), for names, call ids, servers and agent names."""

@@ -21,9 +21,11 @@ __all__ = ["AGENT", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framewo
 SYNTHESIZED = "tool.synthesized"
 
 #: Keys of the conventions most spans carry (OpenTelemetry's GenAI semantic conventions, which
-#: OpenLLMetry and most SDKs emit, and OpenInference): ``span_kind`` tests each of them; the
-#: others only when a key-set test finds one of them on the span.
+#: OpenLLMetry and most SDKs emit, and OpenInference): ``span_kind`` tests the GenAI keys one by
+#: one, the OpenInference keys when one key-set test finds a key of any other convention on the
+#: span, and the keys of all the others when a second one finds one of theirs.
 COMMON_PREFIXES = ("gen_ai.", "openinference.")
+FIRST_PREFIX = COMMON_PREFIXES[0]
 
 _SETUPS: dict[str, frozenset[str]] = {m.key: m.setups for m in MARKERS if m.setups}
 
@@ -40,11 +42,14 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     Marker values map to bits, including a row that marks tool spans by a value of a marker
     key (``mlflow.spanType = "TOOL"``); then presence markers; then the tool-name rows. Most
     keys tested are absent from a span, so each is tested with ``in`` (no call) before it is
-    read, and written as a literal (a constant loads faster than a global). The keys of the
-    common conventions (``COMMON_PREFIXES``) are tested one by one; all the others are tested
-    only when one key-set test (``RARE.isdisjoint(attrs)``, in C) finds any of them on the
-    span. Measured (``tests/bench/bench_hooks.py``'s spans): 0.25 us per span, against 0.35
-    with one ``get`` per key; a span with no key of any convention 0.19 us, against 0.34.
+    read, and written as a literal (a constant loads faster than a global). The GenAI keys
+    (``FIRST_PREFIX``) are tested one by one; every other key, ``tool.synthesized`` included,
+    only when one key-set test in C (``OTHER.isdisjoint(attrs)``) finds one of them on the
+    span: then the OpenInference keys one by one, and the keys of the other conventions when a
+    second set test (``RARE``) finds one of theirs. A GenAI span, the usual one, runs the GenAI
+    tests and one set test (bytecodes per span: ``bench_hooks.py --opcodes``). The bits are
+    ORed and the tool-name rows only add the tool bit, so the order of the tests does not
+    change the result.
     """
     bits: dict[str, dict[str, int]] = {}
     for m in MARKERS:
@@ -65,15 +70,21 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     read.update(key for key, _ in named)
     read.update(when[0] for _, when in named if when is not None)
     rare = frozenset(k for k in read if not k.startswith(COMMON_PREFIXES))
-    env: dict[str, Any] = {"_text": _text, "RARE": rare}
-    # Each test goes under the rare keys' set test when it reads one of them: it can hold
-    # only when that key is there.
-    common: list[str] = ["    kind = 0"]
-    uncommon: list[str] = []
+    other = frozenset({*(k for k in read if not k.startswith(FIRST_PREFIX)), SYNTHESIZED})
+    env: dict[str, Any] = {"_text": _text, "RARE": rare, "OTHER": other}
+    # Each test goes in the group of its keys: GenAI only (first), OpenInference among them
+    # (second, under the OTHER test), or a key of another convention (under the RARE test too).
+    groups: tuple[list[str], list[str], list[str]] = ([], [], [])
+
+    def group_of(keys: Iterable[str]) -> int:
+        keys = list(keys)
+        if rare.intersection(keys):
+            return 2
+        return 0 if all(k.startswith(FIRST_PREFIX) for k in keys) else 1
 
     def add(keys: Iterable[str], block: list[str]) -> None:
-        into = uncommon if rare.intersection(keys) else common
-        into += [("    " if into is uncommon else "") + line for line in block]
+        group = group_of(keys)
+        groups[group].extend("    " * group + line for line in block)
 
     for i, (key, table) in enumerate((k, t) for k, t in bits.items() if t):
         env[f"B{i}"] = table
@@ -83,24 +94,26 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     for m in MARKERS:
         if m.present:
             add([m.key], [f"    if {m.key!r} in attrs:", f"        kind |= {m.present}"])
-    tests: dict[bool, list[str]] = {True: [], False: []}
+    tests: dict[int, list[str]] = {}
     for key, when in named:
         test = f"{key!r} in attrs and attrs[{key!r}] is not None"
         keys = [key]
         if when is not None:
             test += f" and {when[0]!r} in attrs and attrs[{when[0]!r}] == {when[1]!r}"
             keys.append(when[0])
-        tests[bool(rare.intersection(keys))].append(f"({test})")
-    for is_rare, group in tests.items():
-        if group:
-            add(rare if is_rare else (), [f"    if not kind & {TOOL} and ({' or '.join(group)}):",
-                                          f"        kind |= {TOOL}"])
-    lines = ["def span_kind(attrs):", *common]
-    if uncommon:
-        lines += ["    if not RARE.isdisjoint(attrs):", *uncommon]
+        tests.setdefault(group_of(keys), []).append(f"({test})")
+    for group, alternatives in sorted(tests.items()):
+        groups[group].extend("    " * group + line for line in [
+            f"    if not kind & {TOOL} and ({' or '.join(alternatives)}):",
+            f"        kind |= {TOOL}"])
+    first, second, third = groups
     syn = repr(SYNTHESIZED)
-    lines += [f"    if kind & {TOOL} and {syn} in attrs and attrs[{syn}] is True:",
-              f"        kind ^= {TOOL}", "    return kind"]
+    lines = ["def span_kind(attrs):", "    kind = 0", *first,
+             "    if not OTHER.isdisjoint(attrs):", *second]
+    if third:
+        lines += ["        if not RARE.isdisjoint(attrs):", *third]
+    lines += [f"        if kind & {TOOL} and {syn} in attrs and attrs[{syn}] is True:",
+              f"            kind ^= {TOOL}", "    return kind"]
     exec("\n".join(lines), env)   # noqa: S102 - our own tables, made once at import
     fn: Callable[[Mapping[str, Any]], int] = env["span_kind"]
     fn.__doc__ = _SPAN_KIND_DOC

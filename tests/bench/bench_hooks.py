@@ -3,7 +3,7 @@
 A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
     python tests/bench/bench_hooks.py [--calls 10,50] [--spans 3000] [--repeats 21] [--guard]
-                                      [--cpu]
+                                      [--cpu] [--cold] [--opcodes]
 
 The start and end events of agent runs (``bench_overhead``'s workload: GenAI-semconv spans,
 ``--calls`` tool calls per run, five per turn) are captured once from a real ``TracerProvider``
@@ -29,6 +29,16 @@ Their cost per tool span, ``(guard - tooleval) x spans / tool spans``, is printe
 table: the guard's work happens only for tool spans, plus a test at every span's start
 (``--calls 0``: runs of an agent span and a model-call span only, whose extra per span is
 that test alone).
+
+Replayed back to back, the hooks run with the core's caches and branch predictors trained on
+them alone, which an application never gives them: in ``bench_overhead``'s agent loop the same
+hooks cost 2.5-3x as much per span. ``--cold`` makes one span on a bare ``TracerProvider``
+(``bench_overhead``'s tool span, no processor) before every replayed event and times only the
+events (a clock read around each, the same for every processor): the hooks then cost what they
+cost in the loop. ``--opcodes`` counts the bytecodes each processor's hooks execute per span
+(``sys.settrace``; one replay): a figure that does not move with the machine's load, and in
+the agent loop the application thread's CPU ratio follows the ratio of bytecodes executed
+(docs/performance.md, "The application thread's share").
 
 Grading does not run: the tooleval side gets a stand-in for its grading thread and an unbounded
 queue, so an ended root is queued as usual (the queue is emptied between replays). The figure is
@@ -142,15 +152,91 @@ def replay(processor: SpanProcessor, events: list[Event]) -> None:
             start(span, parent_context=None)
 
 
-def measure(events: list[Event], repeats: int, guard: bool = False,
-            clock: Callable[[], int] = time.perf_counter_ns) -> dict[str, float]:
-    """Median us per span of each processor over ``repeats`` alternating replays."""
-    null = Null()
+def sdk_span() -> Callable[[], None]:
+    """One tool span (bench_overhead's attributes) on a bare provider: the SDK's own work that
+    runs between two hook calls in an application."""
+    tracer = TracerProvider().get_tracer("bench_hooks.between")
+    attributes = {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "read_file",
+                  "gen_ai.tool.call.id": "call_0_0",
+                  "gen_ai.tool.call.arguments": '{"path": "src/app/main.py"}'}
+
+    def between() -> None:
+        with tracer.start_as_current_span("execute_tool read_file", attributes=attributes) as s:
+            s.set_attribute("gen_ai.tool.call.result", '{"ok": true}')
+    return between
+
+
+def replay_cold(processor: SpanProcessor, events: list[Event],
+                between: Callable[[], None]) -> int:
+    """``replay`` with ``between()`` before every event; the ns the events alone took."""
+    start, ending, end = processor.on_start, processor._on_ending, processor.on_end
+    clock = time.perf_counter_ns
+    took = 0
+    for ended, span in events:
+        between()
+        started = clock()
+        if ended:
+            ending(span)
+            end(span)
+        else:
+            start(span, parent_context=None)
+        took += clock() - started
+    return took
+
+
+def processors_for(null: SpanProcessor, guard: bool) -> dict[str, SpanProcessor]:
     processors: dict[str, SpanProcessor] = {
         "null": null, "forward": Forward(null), "tooleval": tooleval(null)}
     if guard:
         processors["guard-names"] = tooleval(null, GUARD_NAMES)
         processors["guard-all"] = tooleval(null, GUARD_ALL)
+    return processors
+
+
+def release(processors: dict[str, SpanProcessor]) -> None:
+    for stand_in in processors.values():
+        if isinstance(stand_in, ToolEvalSpanProcessor):
+            stand_in._queue.clear()
+            stand_in._worker = None
+            stand_in.shutdown(0)
+
+
+def opcodes(events: list[Event], guard: bool = False) -> dict[str, float]:
+    """Bytecodes each processor's hooks execute per span, over one replay (after one untimed
+    replay, so that what happens once per processor is left out)."""
+    processors = processors_for(Null(), guard)
+    counted: dict[str, float] = {}
+    count = [0]
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count[0] += 1
+        return trace
+
+    for name, processor in processors.items():
+        replay(processor, events)
+        if isinstance(processor, ToolEvalSpanProcessor):
+            processor._queue.clear()
+        count[0] = 0
+        sys.settrace(trace)
+        try:
+            replay(processor, events)
+        finally:
+            sys.settrace(None)
+        counted[name] = count[0] / (len(events) // 2)
+    release(processors)
+    return counted
+
+
+def measure(events: list[Event], repeats: int, guard: bool = False,
+            clock: Callable[[], int] = time.perf_counter_ns, cold: bool = False
+            ) -> dict[str, float]:
+    """Median us per span of each processor over ``repeats`` alternating replays (``cold``:
+    with an SDK span made before every event, only the events timed)."""
+    null = Null()
+    processors = processors_for(null, guard)
+    between = sdk_span() if cold else None
     resets: dict[str, Callable[[], None]] = {
         name: p._queue.clear for name, p in processors.items()   # type: ignore[attr-defined]
         if isinstance(p, ToolEvalSpanProcessor)}
@@ -163,17 +249,17 @@ def measure(events: list[Event], repeats: int, guard: bool = False,
             for name, processor in processors.items():
                 if name in resets:
                     resets[name]()
-                started = clock()
-                replay(processor, events)
-                samples[name].append((clock() - started) / spans / 1000)
+                if between is not None:
+                    took = replay_cold(processor, events, between)
+                else:
+                    started = clock()
+                    replay(processor, events)
+                    took = clock() - started
+                samples[name].append(took / spans / 1000)
     finally:
         if gc_was_enabled:
             gc.enable()
-    for stand_in in processors.values():
-        if isinstance(stand_in, ToolEvalSpanProcessor):
-            stand_in._queue.clear()
-            stand_in._worker = None
-            stand_in.shutdown(0)
+    release(processors)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 
@@ -190,11 +276,22 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
     parser.add_argument("--cpu", action="store_true",
                         help="time the process's CPU time, not the wall clock (steadier on a "
                              "loaded machine: time the process waits for a core is left out)")
+    parser.add_argument("--cold", action="store_true",
+                        help="make an SDK span before every replayed event (not timed): the "
+                             "hooks' cost with the caches and predictors as an application "
+                             "leaves them (wall clock per event; --cpu does not apply)")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="count the bytecodes the hooks execute per span instead of "
+                             "timing them")
     args = parser.parse_args(argv)
     clock = time.process_time_ns if args.cpu else time.perf_counter_ns
     sizes = [int(c) for c in args.calls.split(",") if c]
 
-    print(f"python {sys.version.split()[0]}; median of {args.repeats} replays, us per span")
+    if args.opcodes:
+        print(f"python {sys.version.split()[0]}; bytecodes executed per span by the hooks")
+    else:
+        print(f"python {sys.version.split()[0]}; median of {args.repeats} replays, us per span"
+              f"{' (cold: an SDK span before every event)' if args.cold else ''}")
     head = (f"{'calls':>5}  {'spans':>6}  {'null':>7}  {'forward':>7}  {'tooleval':>8}  "
             f"{'tooleval - null':>15}")
     print(head)
@@ -202,13 +299,16 @@ def main(argv: Sequence[str] | None = None) -> dict[int, dict[str, float]]:
     results: dict[int, dict[str, float]] = {}
     for calls in sizes:
         events = capture(calls, args.spans)
-        figures = measure(events, args.repeats, args.guard, clock)
+        figures = (opcodes(events, args.guard) if args.opcodes
+                   else measure(events, args.repeats, args.guard, clock, args.cold))
         results[calls] = figures
-        print(f"{calls:>5}  {len(events) // 2:>6}  {figures['null']:>7.3f}  "
-              f"{figures['forward']:>7.3f}  {figures['tooleval']:>8.3f}  "
-              f"{figures['tooleval'] - figures['null']:>15.3f}")
+        digits = 1 if args.opcodes else 3
+        print(f"{calls:>5}  {len(events) // 2:>6}  {figures['null']:>7.{digits}f}  "
+              f"{figures['forward']:>7.{digits}f}  {figures['tooleval']:>8.{digits}f}  "
+              f"{figures['tooleval'] - figures['null']:>15.{digits}f}")
     if args.guard:
-        print("\nguard: extra us per tool span (and per span), against tooleval without it")
+        unit = "bytecodes" if args.opcodes else "us"
+        print(f"\nguard: extra {unit} per tool span (and per span), against tooleval without it")
         for calls, figures in results.items():
             spans = Workload(calls, 5).spans_per_run
             for name in ("guard-names", "guard-all"):

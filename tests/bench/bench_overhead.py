@@ -5,6 +5,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
     python tests/bench/bench_overhead.py [--calls 10,50,500] [--pairs 9] [--spans 12000]
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
                                          [--grading thread|process] [--graders all|one|none]
+                                         [--opcodes]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -47,6 +48,11 @@ with grading on (the trace marked closed, the root handed to the grading thread,
 whether it is a run) against the same root span ending
 on the bare provider (median per measurement, then the median of the paired ratios). Target:
 2.0x.
+
+``--opcodes`` measures no time: it counts the bytecodes the application thread executes per span
+(``sys.settrace``) over a few runs of each size on each side, the SDK's own included. The
+application-thread CPU ratio follows the ratio of these counts (docs/performance.md, "The
+application thread's share"); the count does not move with the machine's load.
 
 ``main(argv)`` returns the figures as a dict (``run_all.py`` collects them).
 """
@@ -342,6 +348,44 @@ def wait_for_grading_process(side: Side, workload: Workload, timeout_s: float = 
     return time.monotonic() - started if offload.ready else None
 
 
+def count_opcodes(side: Side, workload: Workload, runs: int = 3) -> float:
+    """Bytecodes the application thread executes per span over ``runs`` agent runs (after
+    one run not counted), whatever code runs them: the SDK's and the processor's."""
+    run_agent(side.tracer, workload)
+    side.flush()
+    count = [0]
+
+    def trace(frame: Any, event: str, arg: Any) -> Any:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            count[0] += 1
+        return trace
+
+    sys.settrace(trace)
+    try:
+        for _ in range(runs):
+            run_agent(side.tracer, workload)
+    finally:
+        sys.settrace(None)
+    side.flush()
+    return count[0] / (runs * workload.spans_per_run)
+
+
+def opcodes_table(sizes: Sequence[int], per_turn: int, both: tuple[Side, Side]
+                  ) -> list[dict[str, Any]]:
+    bare, tooleval = both
+    print(f"{'calls/run':>9}  {'bare':>7}  {'tooleval':>8}  {'extra':>6}  {'ratio':>6}  "
+          f"(bytecodes per span, application thread)")
+    figures = []
+    for n in sizes:
+        workload = Workload(n, per_turn)
+        b, t = count_opcodes(bare, workload), count_opcodes(tooleval, workload)
+        print(f"{n:>9}  {b:>7.0f}  {t:>8.0f}  {t - b:>6.0f}  {t / b:>5.3f}x")
+        figures.append({"calls": n, "bare_opcodes": b, "tooleval_opcodes": t,
+                        "opcode_ratio": t / b})
+    return figures
+
+
 # -- main -------------------------------------------------------------------------------------
 
 TARGET_ROOT_END = 2.0
@@ -489,6 +533,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="disable the cyclic GC in the timed sections")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
                         help="grading.mode of the tooleval side (default: the config's)")
+    parser.add_argument("--opcodes", action="store_true",
+                        help="count the bytecodes the application thread executes per span on "
+                             "each side instead of timing")
     opts = parser.parse_args(argv)
     try:
         sizes = [int(n) for n in str(opts.calls).split(",")]
@@ -513,6 +560,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         ready_s = wait_for_grading_process(tooleval, Workload(min(sizes), opts.per_turn))
         print(f"grading process: ready after {ready_s:.1f} s" if ready_s is not None else
               f"grading process: NOT ready, runs graded on the thread ({offload.disabled})")
+    if opts.opcodes:
+        counted = opcodes_table(sizes, opts.per_turn, both)
+        for side in both:
+            side.provider.shutdown()
+        return {"graders": [g.type for g in graders], "grading": mode, "opcodes": counted}
     started = time.perf_counter()
     results = []
     for n in sizes:
