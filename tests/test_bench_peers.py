@@ -236,6 +236,10 @@ def test_ours_once_times_a_fresh_run_by_two_clocks() -> None:
     again = bench_peers._ours_once(grader, work["calls"], "off", warm=True)[2]
     assert again.score == result.score
     assert bench_peers._quartiles([4.0]) == (4.0, 4.0)
+    # a clock counting whole µs: 60 samples of 5 and 41 of 6 have their median within 5's step
+    counted = [0.005] * 60 + [0.006] * 41
+    assert bench_peers._median(counted) == 0.005
+    assert 0.0053 < bench_peers._median(counted, 0.001) < 0.0054   # 4.5 + 50.5 / 60
     assert bench_peers._quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 4.0)
 
 

@@ -406,6 +406,7 @@ def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[
     themselves (their workers, agreement, targets) are covered in test_bench_peers.py."""
     bench = _bench("peers", "bench_peers")
     fig, out, _ = _run(bench, ["--sizes", "3,12", "--repeat", "2", "--min-time", "0",
+                               "--min-samples", "0",
                                "--peers-dir", str(tmp_path / "none")], capfd, monkeypatch)
     assert fig["sizes"] == [3, 12]
     assert set(fig["peers"].values()) == {bench_peers.INSTALL_HINT}

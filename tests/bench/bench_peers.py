@@ -6,26 +6,42 @@ A standalone script, not a pytest test::
     python tests/bench/bench_peers.py [--sizes 10,100,1000,10000] [--repeat 7]
         [--peers-dir .bench-peers] [--peer-timeout 120] [--budget 20] [--skip-slow]
         [--families trajectory,order,count,args,output,letta]
+        [--min-time 2] [--max-samples 101] [--clock cpu|wall] [--gc collect|off]
+        [--warm-upto 1000]
 
 Each peer runs in its own environment (install_peers.sh puts them under ``.bench-peers/``) as
 a worker process (tests/bench/peer_workers/) that receives the same run and configs as we do
 (tests/bench/peer_trajectories.py: a coding agent's mix of six tools, an expected list as long
 as the run with full ``args`` and a ``max_duration_ms``, about 5% of it perturbed) and times
-only its grading call. Ours is timed the same way: ``grader.grade(run)`` on a fresh run (built
-from span records beforehand, so argument decoding is paid, as the peers pay theirs). Ours and
-theirs alternate, one sample each per repeat; the medians are printed per family and size, with
-the ratio (peer / ours: above 1, we are faster) and whether the scores (and pass verdicts,
-where the peer has a pass mark) agree. A disagreement explained by a documented flaw of the
-peer (docs/differences.md) says so; any other reads DIFFERS.
+only its grading call. Every side grades an input built afresh from the run's calls before
+each sample, untimed: ours ``grader.grade(run)`` on a run built from new span records (so
+argument decoding is paid, as the peers pay theirs), the peers on new spans, messages or
+traces; graders, evaluators and criteria are built once, as a config load gives them.
+
+How a sample is taken, the same on every side (docs/performance.md, "How it is timed"): up to
+``--warm-upto`` calls an untimed grade of another fresh input first (the grader's code and
+data in the CPU caches whatever ran meanwhile), then the input, then, on the Python sides, a
+collection (``gc.collect()``; the heap of the load frozen beforehand, ``--gc off`` also
+disables the collector during the call), and the grading call, timed by the grading thread's
+CPU time (``time.thread_time_ns``; node 20 has only the process's, ``process.cpuUsage()``, in
+µs) and by the wall clock. ``--clock`` picks the one reported (cpu by default); both are kept
+in the figures. Ours and theirs alternate strictly, one sample each, at least ``--repeat``
+and ``--min-samples`` times, then on until the cell has run ``--min-time`` seconds, at most
+``--max-samples`` times; fewer where ``--budget`` seconds of grading are spent first. Printed
+per family and size: the medians, the ratio (peer / ours: above 1, we are faster), each
+side's interquartile range as a percentage of its median,
+the samples, whether the scores (and pass verdicts, where the peer has a pass mark) agree, and
+"within noise" where the two interquartile ranges overlap. A disagreement explained by a
+documented flaw of the peer (docs/differences.md) says so; any other reads DIFFERS.
 
 A peer that is not installed is reported as such and ours is still measured. A grading call
 that runs past ``--peer-timeout`` seconds reads ``timeout`` (its worker is killed and started
-again for the next family). ``--budget`` caps the seconds spent on one family and size (at
-least one sample each); ``--skip-slow`` leaves out the peers' known multi-minute cells (the
+again for the next family). ``--skip-slow`` leaves out the peers' known multi-minute cells (the
 UiPath SDK's LCS table and argument matching above 1,000 calls).
 
-Last, a TARGETS block checks issue 19's targets, PASS or MISS with the figure. ``main(argv)``
-returns the figures as a dict.
+Last, a TARGETS block checks issue 19's targets, PASS or MISS with the figure, or TIE where
+the medians miss but the interquartile ranges overlap. ``main(argv)`` returns the figures as
+a dict.
 """
 
 from __future__ import annotations
@@ -94,8 +110,9 @@ SLOW_ABOVE = 1_000
 WARMUP_GRADES = 50
 WARMUP_SECONDS = 1.0
 
-#: The step of a CPU clock that counts whole microseconds (node's process.cpuUsage): within
-#: noise allows for it (a range of 5-6 µs may be 4-7).
+#: The step of a CPU clock that counts whole microseconds (node's process.cpuUsage). Its
+#: median is interpolated within the step (``statistics.median_grouped``: 60 samples of 5 µs
+#: and 41 of 6 read 5.3, not 5), and within_noise allows for it (a range of 5-6 µs may be 4-7).
 CLOCK_STEP_MS = {"process": 0.001}
 
 #: What --clock measures, for the output.
@@ -362,6 +379,11 @@ def _ours_once(grader: Any, calls: list[dict[str, Any]], gc_mode: str = "collect
     return (c1 - c0) / 1e6, (w1 - w0) / 1e6, result
 
 
+def _median(values: Sequence[float], step: float = 0.0) -> float:
+    """The median; of a clock that counts in ``step``s, interpolated within the step."""
+    return statistics.median_grouped(values, step) if step else statistics.median(values)
+
+
 def _quartiles(values: Sequence[float]) -> tuple[float, float]:
     if len(values) < 2:
         return values[0], values[0]
@@ -469,7 +491,8 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
                     spent += wall_ms / 1000
             if spent > opts.budget:
                 break
-            if r + 1 >= opts.repeat and time.monotonic() - started >= opts.min_time:
+            if (r + 1 >= max(opts.repeat, opts.min_samples)
+                    and time.monotonic() - started >= opts.min_time):
                 break
         assert result is not None
         pick, other = (0, 1) if cpu else (1, 0)
@@ -480,7 +503,8 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
                     ours_other_ms=statistics.median(s[other] for s in ours))
         if theirs:
             peers = [s[pick] for s in theirs]
-            cell.peer_ms = statistics.median(peers)
+            step = CLOCK_STEP_MS.get(str(answer.get("cpu_clock")), 0.0) if cpu else 0.0
+            cell.peer_ms = _median(peers, step)
             cell.peer_iqr = _quartiles(peers)
             cell.peer_other_ms = statistics.median(s[other] for s in theirs)
             cell.peer_samples = len(theirs)
@@ -632,6 +656,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--min-time", type=float, default=2.0,
                         help="seconds a cell keeps sampling past --repeat, up to "
                              "--max-samples (2): small cells get many samples")
+    parser.add_argument("--min-samples", type=int, default=21,
+                        help="samples per side a cell takes at least, --budget permitting "
+                             "(21)")
     parser.add_argument("--max-samples", type=int, default=101,
                         help="samples per side at most (101)")
     parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
@@ -664,7 +691,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cells: list[Cell] = []
     try:
         for n in sizes:
-            print(f"\n{n:,} calls per run ({opts.repeat} to {opts.max_samples} alternated "
+            least = max(opts.repeat, opts.min_samples)
+            print(f"\n{n:,} calls per run ({least} to {opts.max_samples} alternated "
                   f"samples, {opts.min_time:g} s at least and {opts.budget:g} s of grading at "
                   f"most per cell; ms of {CLOCKS[opts.clock]} per grading call, median; "
                   f"iqr: the interquartile range as % of the median, ours/peer; n: samples)")
