@@ -526,7 +526,7 @@ def _spread(median: float, iqr: tuple[float, float] | None) -> str:
 
 def _row(cell: Cell) -> str:
     if cell.peer_ms is not None:
-        theirs = f"{cell.peer_ms:>11.3f}"
+        theirs = f"{_ms(cell.peer_ms):>11}"
         ratio = (f"{_ratio(cell.peer_ms / cell.ours_ms):>10}x" if cell.ours_ms
                  else f"{'-':>11}")
         tail = cell.agreement + ("; within noise" if within_noise(cell) else "")
@@ -534,8 +534,13 @@ def _row(cell: Cell) -> str:
         theirs, ratio, tail = f"{'-':>11}", f"{'-':>11}", cell.peer_status
     spread = (f"{_spread(cell.ours_ms, cell.ours_iqr)}/"
               f"{_spread(cell.peer_ms or 0.0, cell.peer_iqr)}")
-    return (f"{cell.family:<27}{cell.peer:<12}{cell.calls:>7,}{cell.ours_ms:>11.3f}"
+    return (f"{cell.family:<27}{cell.peer:<12}{cell.calls:>7,}{_ms(cell.ours_ms):>11}"
             f"{theirs}{ratio}{spread:>10}{cell.samples:>5}  {tail}")
+
+
+def _ms(value: float) -> str:
+    """Three decimals, four below 0.1 ms (a grade of 5 µs does not read 0.005 for 4.5-5.5)."""
+    return f"{value:.3f}" if value >= 0.1 else f"{value:.4f}"
 
 
 def _ratio(value: float) -> str:
