@@ -81,7 +81,7 @@ def test_our_side_grades_every_family() -> None:
 # -- the worker protocol ------------------------------------------------------------------------
 
 FAKE_PEER = """
-import sys, time
+import gc, sys, time
 sys.path.insert(0, {workers!r})
 from _protocol import serve
 
@@ -101,7 +101,16 @@ def load(calls, configs):
         time.sleep(0.3)
         prepared.append(1)
     fresh.prepare = prepare
-    return {{"count": fast, "args": slow, "output": broken, "fresh": fresh}}
+    def collector():
+        return float(gc.isenabled()), None
+    def spin():
+        end = time.thread_time() + 0.05
+        while time.thread_time() < end:
+            pass
+        time.sleep(0.2)
+        return 1.0, None
+    return {{"count": fast, "args": slow, "output": broken, "fresh": fresh,
+             "collector": collector, "spin": spin}}
 
 serve("9.9", load)
 """
@@ -141,6 +150,16 @@ def test_worker_answers_times_out_and_restarts(fake_worker: bench_peers.Worker) 
     second_fresh = fake_worker.grade("fresh", 30)
     assert (first_fresh["score"], second_fresh["score"]) == (1.0, 2.0)
     assert first_fresh["ms"] < 300 and second_fresh["ms"] < 300   # the 0.3 s sleep not in it
+    # warm: an untimed grade (after its own prepare) before the timed one
+    assert fake_worker.grade("fresh", 30, warm=True)["score"] == 4.0
+    # the collector runs on during the timed call, unless "off"
+    assert fake_worker.grade("collector", 30)["score"] == 1.0
+    assert fake_worker.grade("collector", 30, "off")["score"] == 0.0
+    assert fake_worker.grade("collector", 30)["score"] == 1.0      # enabled again after
+    # two clocks: the thread's CPU time leaves the sleep out, the wall clock has it
+    spin = fake_worker.grade("spin", 30)
+    assert spin["cpu_clock"] == "thread" and spin["ms"] == spin["wall_ms"]
+    assert 40 <= spin["cpu_ms"] < 150 and spin["wall_ms"] >= 240
 
 
 def test_worker_that_cannot_start_is_an_error(tmp_path: Path) -> None:
@@ -206,6 +225,61 @@ def test_targets_pass_and_miss() -> None:
     fixed = "fixed cost at 10 calls within 1.5x of its peer"
     assert status[f"args {fixed}"][0] == "PASS"
     assert status[f"output {fixed}"][0] == "MISS"                # 2x
+
+
+def test_ours_once_times_a_fresh_run_by_two_clocks() -> None:
+    work = peer_trajectories.workload(30)
+    entry = bench_peers.our_entry("args", work["configs"]["args"])
+    grader = load_config({"graders": [{"name": "g", **entry}]}).graders[0].grader
+    cpu_ms, wall_ms, result = bench_peers._ours_once(grader, work["calls"])
+    assert 0 < cpu_ms and 0 < wall_ms and result.error is None
+    again = bench_peers._ours_once(grader, work["calls"], "off", warm=True)[2]
+    assert again.score == result.score
+    assert bench_peers._quartiles([4.0]) == (4.0, 4.0)
+    # a clock counting whole µs: 60 samples of 5 and 41 of 6 have their median within 5's step
+    counted = [0.005] * 60 + [0.006] * 41
+    assert bench_peers._median(counted) == 0.005
+    assert 0.0053 < bench_peers._median(counted, 0.001) < 0.0054   # 4.5 + 50.5 / 60
+    assert bench_peers._quartiles([1.0, 2.0, 3.0, 4.0, 5.0]) == (2.0, 4.0)
+
+
+def _spread(cell: bench_peers.Cell, ours: tuple[float, float],
+            peer: tuple[float, float]) -> bench_peers.Cell:
+    cell.ours_iqr, cell.peer_iqr = ours, peer
+    return cell
+
+
+def test_targets_tie_within_noise() -> None:
+    """A MISS by the medians whose interquartile ranges overlap reads TIE; apart, MISS."""
+    cells = [
+        _spread(_cell("letta contains", 10, 0.016, 0.010), (0.014, 0.018), (0.009, 0.0095)),
+        _spread(_cell("letta contains", 100, 0.022, 0.020), (0.019, 0.025), (0.018, 0.021)),
+        _spread(_cell("letta regex_match", 10, 0.020, 0.010), (0.019, 0.021), (0.009, 0.011)),
+        _spread(_cell("letta regex_match", 100, 0.030, 0.020), (0.029, 0.031), (0.019, 0.021)),
+        _spread(_cell("args", 1_000, 10.5, None), (9.5, 11.0), (0.0, 0.0)),
+        _spread(_cell("output", 1_000, 10.5, None), (10.2, 11.0), (0.0, 0.0)),
+    ]
+    assert bench_peers.within_noise(cells[1]) and not bench_peers.within_noise(cells[3])
+    assert bench_peers.within_noise(cells[0], 1.5) and not bench_peers.within_noise(cells[0])
+    assert not bench_peers.within_noise(_cell("count", 10, 1.0, 1.0))    # no spread known
+    status = {t["target"]: (t["status"], t["figure"]) for t in bench_peers.targets(cells)}
+    slower = "no slower than its peer at 100 calls and up"
+    fixed = "fixed cost at 10 calls within 1.5x of its peer"
+    assert status[f"letta contains {slower}"][0] == "TIE"
+    assert "within noise" in status[f"letta contains {slower}"][1]
+    assert status[f"letta contains {fixed}"][0] == "TIE"        # 1.6x; 0.014 <= 1.5 x 0.0095
+    assert status[f"letta regex_match {slower}"][0] == "MISS"
+    assert status[f"letta regex_match {fixed}"][0] == "MISS"     # 2x, ranges apart
+    assert status["args at 1,000 calls under 10 ms"][0] == "TIE"
+    assert status["output at 1,000 calls under 10 ms"][0] == "MISS"
+
+
+def test_row_shows_the_spread_and_noise() -> None:
+    cell = _spread(_cell("letta contains", 100, 0.022, 0.020), (0.019, 0.025), (0.018, 0.021))
+    cell.samples = 101
+    row = bench_peers._row(cell)
+    assert "27/15" in row and " 101  agree; within noise" in row
+    assert "within noise" not in bench_peers._row(_cell("count", 100, 1.0, 2.0))
 
 
 def test_markdown_table_has_a_row_per_family_and_marks_known_flaws() -> None:

@@ -445,7 +445,8 @@ def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[
     """No peer installed: every cell says so, ours is still measured and scored. The peers
     themselves (their workers, agreement, targets) are covered in test_bench_peers.py."""
     bench = _bench("peers", "bench_peers")
-    fig, out, _ = _run(bench, ["--sizes", "3,12", "--repeat", "2",
+    fig, out, _ = _run(bench, ["--sizes", "3,12", "--repeat", "2", "--min-time", "0",
+                               "--min-samples", "0",
                                "--peers-dir", str(tmp_path / "none")], capfd, monkeypatch)
     assert fig["sizes"] == [3, 12]
     assert set(fig["peers"].values()) == {bench_peers.INSTALL_HINT}
@@ -455,6 +456,9 @@ def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[
         assert cell["peer_status"] == bench_peers.INSTALL_HINT and cell["peer_ms"] is None
         assert cell["ours_ms"] > 0 and 0.0 <= cell["ours_score"] <= 1.0
         assert cell["samples"] == 2 and cell["agreement"] == ""
+        assert cell["clock"] == "cpu" and cell["ours_other_ms"] > 0     # wall time kept too
+        low, high = cell["ours_iqr"]
+        assert low <= cell["ours_ms"] <= high
     assert out.count(bench_peers.INSTALL_HINT) >= len(fig["cells"])
     # sizes 1,000 and 10,000 not measured, no peer figure: nothing can PASS or MISS
     assert {t["status"] for t in fig["targets"]} == {"n/a"}

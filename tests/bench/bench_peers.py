@@ -6,31 +6,48 @@ A standalone script, not a pytest test::
     python tests/bench/bench_peers.py [--sizes 10,100,1000,10000] [--repeat 7]
         [--peers-dir .bench-peers] [--peer-timeout 120] [--budget 20] [--skip-slow]
         [--families trajectory,order,count,args,output,letta]
+        [--min-time 2] [--max-samples 101] [--clock cpu|wall] [--gc collect|off]
+        [--warm-upto 1000]
 
 Each peer runs in its own environment (install_peers.sh puts them under ``.bench-peers/``) as
 a worker process (tests/bench/peer_workers/) that receives the same run and configs as we do
 (tests/bench/peer_trajectories.py: a coding agent's mix of six tools, an expected list as long
 as the run with full ``args`` and a ``max_duration_ms``, about 5% of it perturbed) and times
-only its grading call. Ours is timed the same way: ``grader.grade(run)`` on a fresh run (built
-from span records beforehand, so argument decoding is paid, as the peers pay theirs). Ours and
-theirs alternate, one sample each per repeat; the medians are printed per family and size, with
-the ratio (peer / ours: above 1, we are faster) and whether the scores (and pass verdicts,
-where the peer has a pass mark) agree. A disagreement explained by a documented flaw of the
-peer (docs/differences.md) says so; any other reads DIFFERS.
+only its grading call. Every side grades an input built afresh from the run's calls before
+each sample, untimed: ours ``grader.grade(run)`` on a run built from new span records (so
+argument decoding is paid, as the peers pay theirs), the peers on new spans, messages or
+traces; graders, evaluators and criteria are built once, as a config load gives them.
+
+How a sample is taken, the same on every side (docs/performance.md, "How it is timed"): up to
+``--warm-upto`` calls an untimed grade of another fresh input first (the grader's code and
+data in the CPU caches whatever ran meanwhile), then the input, then, on the Python sides, a
+collection (``gc.collect()``; the heap of the load frozen beforehand, ``--gc off`` also
+disables the collector during the call), and the grading call, timed by the grading thread's
+CPU time (``time.thread_time_ns``; node 20 has only the process's, ``process.cpuUsage()``, in
+µs) and by the wall clock. ``--clock`` picks the one reported (cpu by default); both are kept
+in the figures. Ours and theirs alternate strictly, one sample each, at least ``--repeat``
+and ``--min-samples`` times, then on until the cell has run ``--min-time`` seconds, at most
+``--max-samples`` times; fewer where ``--budget`` seconds of grading are spent first. Printed
+per family and size: the medians, the ratio (peer / ours: above 1, we are faster), each
+side's interquartile range as a percentage of its median,
+the samples, whether the scores (and pass verdicts, where the peer has a pass mark) agree, and
+"within noise" where the two interquartile ranges overlap. A disagreement explained by a
+documented flaw of the peer (docs/differences.md) says so; any other reads DIFFERS.
 
 A peer that is not installed is reported as such and ours is still measured. A grading call
 that runs past ``--peer-timeout`` seconds reads ``timeout`` (its worker is killed and started
-again for the next family). ``--budget`` caps the seconds spent on one family and size (at
-least one sample each); ``--skip-slow`` leaves out the peers' known multi-minute cells (the
+again for the next family). ``--skip-slow`` leaves out the peers' known multi-minute cells (the
 UiPath SDK's LCS table and argument matching above 1,000 calls).
 
-Last, a TARGETS block checks issue 19's targets, PASS or MISS with the figure. ``main(argv)``
-returns the figures as a dict.
+Last, a TARGETS block checks issue 19's targets, PASS or MISS with the figure, or TIE where
+the medians miss but the interquartile ranges overlap. ``main(argv)`` returns the figures as
+a dict.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import selectors
@@ -87,6 +104,19 @@ KNOWN_FLAWS = {
 #: Peer cells that take minutes (--skip-slow): the SDK's full LCS table, its args matching.
 SLOW = {("order lcs", "uipath"), ("args", "uipath")}
 SLOW_ABOVE = 1_000
+
+#: Untimed grades per side before a cell's samples (up to 1,000 calls): at most this many,
+#: and no more once this many seconds have passed.
+WARMUP_GRADES = 50
+WARMUP_SECONDS = 1.0
+
+#: The step of a CPU clock that counts whole microseconds (node's process.cpuUsage). Its
+#: median is interpolated within the step (``statistics.median_grouped``: 60 samples of 5 µs
+#: and 41 of 6 read 5.3, not 5), and within_noise allows for it (a range of 5-6 µs may be 4-7).
+CLOCK_STEP_MS = {"process": 0.001}
+
+#: What --clock measures, for the output.
+CLOCKS = {"cpu": "CPU time", "wall": "wall time"}
 
 #: agentv's default pass mark (its DEFAULT_THRESHOLD); ours is set to it for the comparison.
 AGENTV_THRESHOLD = 0.8
@@ -226,9 +256,11 @@ class Worker:
             self.version = str(answer.get("version", ""))
             self._loaded_in_proc = True
 
-    def grade(self, family: str, timeout: float) -> dict[str, Any]:
+    def grade(self, family: str, timeout: float, gc_mode: str = "collect",
+              warm: bool = False) -> dict[str, Any]:
         self._ensure_loaded(max(timeout, 60.0))
-        return self._request(json.dumps({"op": "grade", "family": family}).encode(), timeout)
+        request = {"op": "grade", "family": family, "gc": gc_mode, "warm": warm}
+        return self._request(json.dumps(request).encode(), timeout)
 
     def _request(self, payload: bytes, timeout: float) -> dict[str, Any]:
         proc = self.proc
@@ -299,16 +331,75 @@ class Cell:
     peer_status: str = ""
     samples: int = 0
     agreement: str = ""
+    #: which time ``ours_ms`` and ``peer_ms`` are: "cpu" (the grading thread's) or "wall"
+    clock: str = "cpu"
+    #: the interquartile range (first and third quartiles) of each side's samples, in ms
+    ours_iqr: tuple[float, float] | None = None
+    peer_iqr: tuple[float, float] | None = None
+    #: the other clock's medians (wall time when ``clock`` is "cpu", and the other way round)
+    ours_other_ms: float | None = None
+    peer_other_ms: float | None = None
+    peer_samples: int = 0
+    #: the peer's CPU clock: "thread", or "process" where there is no per-thread one (node)
+    peer_cpu_clock: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
 
 
-def _ours_once(grader: Any, recs: list[SpanRecord]) -> tuple[float, GradeResult]:
-    run = fresh_run(recs)
-    t0 = time.perf_counter()
-    result = grader.grade(run)
-    return (time.perf_counter() - t0) * 1000, result
+def settle_heap() -> None:
+    """Collect, then freeze what is left (as peer_workers/_protocol.py does in every Python
+    worker after its load): later collections walk only what is newer."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
+def _ours_once(grader: Any, calls: list[dict[str, Any]], gc_mode: str = "collect",
+               warm: bool = False) -> tuple[float, float, GradeResult]:
+    """One grade of a run built afresh from ``calls`` (untimed, as the peers' workers build
+    theirs): the grading thread's CPU time and the wall time (ms), and the result. With
+    ``warm``, an untimed grade of another fresh run first."""
+    if warm:
+        grader.grade(fresh_run(span_records(calls)))
+    run = fresh_run(span_records(calls))
+    gc.collect()
+    off = gc_mode == "off"
+    if off:
+        gc.disable()
+    try:
+        w0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
+        result = grader.grade(run)
+        c1 = time.thread_time_ns()
+        w1 = time.perf_counter_ns()
+    finally:
+        if off:
+            gc.enable()
+    return (c1 - c0) / 1e6, (w1 - w0) / 1e6, result
+
+
+def _median(values: Sequence[float], step: float = 0.0) -> float:
+    """The median; of a clock that counts in ``step``s, interpolated within the step."""
+    return statistics.median_grouped(values, step) if step else statistics.median(values)
+
+
+def _quartiles(values: Sequence[float]) -> tuple[float, float]:
+    if len(values) < 2:
+        return values[0], values[0]
+    q1, _median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, q3
+
+
+def within_noise(cell: Cell, factor: float = 1.0) -> bool:
+    """Whether ours and ``factor`` times the peer's interquartile ranges overlap: the two
+    medians' order is then within the run's noise. False without both ranges."""
+    if cell.ours_iqr is None or cell.peer_iqr is None:
+        return False
+    step = CLOCK_STEP_MS.get(cell.peer_cpu_clock, 0.0) if cell.clock == "cpu" else 0.0
+    lo, hi = cell.ours_iqr
+    return (lo <= (cell.peer_iqr[1] + step) * factor
+            and (cell.peer_iqr[0] - step) * factor <= hi)
 
 
 def _agreement(cell: Cell) -> str:
@@ -328,7 +419,6 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
             opts: argparse.Namespace) -> list[Cell]:
     workload = peer_trajectories.workload(n)
     calls, configs = workload["calls"], workload["configs"]
-    recs = span_records(calls)
     loaded: dict[str, str] = {}
     for peer in {p for _, p in families}:
         worker = workers[peer]
@@ -341,6 +431,7 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
         except (PeerTimeout, PeerError) as exc:
             loaded[peer] = f"load failed: {str(exc).splitlines()[0]}"
             worker.notes.append(str(exc))
+    cpu = opts.clock == "cpu"
     cells = []
     for family, peer in families:
         grader = load_config({"graders": [{"name": family.replace(" ", "-"),
@@ -351,31 +442,43 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
         if not status and opts.skip_slow and (family, peer) in SLOW and n > SLOW_ABOVE:
             status = "skipped (--skip-slow)"
         use_peer = not status and isinstance(worker, Worker)
-        ours: list[float] = []
-        theirs: list[float] = []
+        ours: list[tuple[float, float]] = []         # (cpu, wall) ms per sample
+        theirs: list[tuple[float, float]] = []
         result: GradeResult | None = None
         answer: dict[str, Any] = {}
-        if n <= 1_000:      # warm-up, untimed: imports, caches, the peer's JIT
-            _ours_once(grader, recs)
+        # Warm-up, untimed: imports, caches, and the peer's JIT. V8 optimises agentv's
+        # evaluate() only after some dozens of calls: with one warm-up call its first samples
+        # ran 3-6x slower than the rest (0.037 against 0.007 ms for any_order at 10 calls).
+        warmups, warm_started = 0, time.monotonic()
+        while n <= 1_000 and warmups < WARMUP_GRADES and (
+                not warmups or time.monotonic() - warm_started < WARMUP_SECONDS):
+            warmups += 1
+            _ours_once(grader, calls, opts.gc)
             if use_peer and isinstance(worker, Worker):
                 try:
-                    worker.grade(family, opts.peer_timeout)
+                    worker.grade(family, opts.peer_timeout, opts.gc)
                 except PeerTimeout:
                     status, use_peer = "timeout", False
                 except PeerError as exc:
                     status, use_peer = f"error: {str(exc).splitlines()[0]}", False
                     worker.notes.append(str(exc))
+        settle_heap()
+        warm = n <= opts.warm_upto
         spent = 0.0
-        for r in range(opts.repeat):
-            sides = ("ours", "peer") if r % 2 == 0 else ("peer", "ours")
-            for side in sides:
+        started = time.monotonic()
+        # Strictly alternated, ours then the peer's: every sample follows one of the other
+        # side (the other process has just had the core and its caches). Alternating in pairs
+        # (ABBA) split each side's samples into two kinds, those after the other side and those
+        # after its own, ours 30-60% faster in the second kind: a median between two modes.
+        for r in range(max(opts.max_samples, opts.repeat)):
+            for side in ("ours", "peer"):
                 if side == "ours":
-                    ms, result = _ours_once(grader, recs)
-                    ours.append(ms)
-                    spent += ms / 1000
+                    cpu_ms, wall_ms, result = _ours_once(grader, calls, opts.gc, warm)
+                    ours.append((cpu_ms, wall_ms))
+                    spent += wall_ms / 1000
                 elif use_peer and isinstance(worker, Worker):
                     try:
-                        answer = worker.grade(family, opts.peer_timeout)
+                        answer = worker.grade(family, opts.peer_timeout, opts.gc, warm)
                     except PeerTimeout:
                         status, use_peer = "timeout", False
                         continue
@@ -383,15 +486,29 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
                         status, use_peer = f"error: {str(exc).splitlines()[0]}", False
                         worker.notes.append(str(exc))
                         continue
-                    theirs.append(float(answer["ms"]))
-                    spent += float(answer["ms"]) / 1000
+                    wall_ms = float(answer.get("wall_ms", answer["ms"]))
+                    theirs.append((float(answer.get("cpu_ms", wall_ms)), wall_ms))
+                    spent += wall_ms / 1000
             if spent > opts.budget:
                 break
+            if (r + 1 >= max(opts.repeat, opts.min_samples)
+                    and time.monotonic() - started >= opts.min_time):
+                break
         assert result is not None
-        cell = Cell(family, peer, n, statistics.median(ours), result.score, result.passed,
-                    samples=len(ours), peer_status=status)
+        pick, other = (0, 1) if cpu else (1, 0)
+        mine = [s[pick] for s in ours]
+        cell = Cell(family, peer, n, statistics.median(mine), result.score, result.passed,
+                    samples=len(ours), peer_status=status, clock=opts.clock,
+                    ours_iqr=_quartiles(mine),
+                    ours_other_ms=statistics.median(s[other] for s in ours))
         if theirs:
-            cell.peer_ms = statistics.median(theirs)
+            peers = [s[pick] for s in theirs]
+            step = CLOCK_STEP_MS.get(str(answer.get("cpu_clock")), 0.0) if cpu else 0.0
+            cell.peer_ms = _median(peers, step)
+            cell.peer_iqr = _quartiles(peers)
+            cell.peer_other_ms = statistics.median(s[other] for s in theirs)
+            cell.peer_samples = len(theirs)
+            cell.peer_cpu_clock = str(answer.get("cpu_clock", "wall"))
             cell.peer_score = float(answer["score"])
             cell.peer_passed = answer.get("passed")
         cell.agreement = _agreement(cell)
@@ -400,16 +517,30 @@ def measure(n: int, workers: dict[str, Worker | str], families: Sequence[tuple[s
     return cells
 
 
+def _spread(median: float, iqr: tuple[float, float] | None) -> str:
+    """The interquartile range as a percentage of the median."""
+    if iqr is None or not median:
+        return "-"
+    return f"{(iqr[1] - iqr[0]) / median * 100:.0f}"
+
+
 def _row(cell: Cell) -> str:
     if cell.peer_ms is not None:
-        theirs = f"{cell.peer_ms:>11.3f}"
+        theirs = f"{_ms(cell.peer_ms):>11}"
         ratio = (f"{_ratio(cell.peer_ms / cell.ours_ms):>10}x" if cell.ours_ms
                  else f"{'-':>11}")
-        tail = cell.agreement
+        tail = cell.agreement + ("; within noise" if within_noise(cell) else "")
     else:
         theirs, ratio, tail = f"{'-':>11}", f"{'-':>11}", cell.peer_status
-    return (f"{cell.family:<27}{cell.peer:<12}{cell.calls:>7,}{cell.ours_ms:>11.3f}"
-            f"{theirs}{ratio}  {tail}")
+    spread = (f"{_spread(cell.ours_ms, cell.ours_iqr)}/"
+              f"{_spread(cell.peer_ms or 0.0, cell.peer_iqr)}")
+    return (f"{cell.family:<27}{cell.peer:<12}{cell.calls:>7,}{_ms(cell.ours_ms):>11}"
+            f"{theirs}{ratio}{spread:>10}{cell.samples:>5}  {tail}")
+
+
+def _ms(value: float) -> str:
+    """Three decimals, four below 0.1 ms (a grade of 5 µs does not read 0.005 for 4.5-5.5)."""
+    return f"{value:.3f}" if value >= 0.1 else f"{value:.4f}"
 
 
 def _ratio(value: float) -> str:
@@ -418,20 +549,26 @@ def _ratio(value: float) -> str:
 
 
 HEADER = (f"{'family':<27}{'peer':<12}{'calls':>7}{'ours ms':>11}{'peer ms':>11}"
-          f"{'peer/ours':>11}  scores")
+          f"{'peer/ours':>11}{'iqr %':>10}{'n':>5}  scores")
 
 
 # -- targets -----------------------------------------------------------------------------------
 
 def targets(cells: list[Cell]) -> list[dict[str, Any]]:
-    """Issue 19's targets, each PASS, MISS or n/a (a size or peer figure not measured)."""
+    """Issue 19's targets, each PASS, MISS, TIE or n/a (a size or peer figure not measured).
+
+    TIE is a MISS by the medians that the samples' spread does not confirm: the interquartile
+    ranges of the two sides (ours and the peer's, times the target's factor) overlap, or a
+    limit falls within ours."""
     by = {(c.family, c.calls): c for c in cells}
     families = list(dict.fromkeys(c.family for c in cells))
     out: list[dict[str, Any]] = []
 
-    def add(name: str, ok: bool | None, figure: str) -> None:
-        out.append({"target": name, "status": "n/a" if ok is None else
-                    ("PASS" if ok else "MISS"), "figure": figure})
+    def add(name: str, ok: bool | None, figure: str, tie: bool = False) -> None:
+        status = ("n/a" if ok is None else "PASS" if ok else "TIE" if tie else "MISS")
+        if status == "TIE":
+            figure += "; within noise (the interquartile ranges overlap)"
+        out.append({"target": name, "status": status, "figure": figure})
 
     measured = {c.calls for c in cells}
     for n, limit in ((1_000, 10.0), (10_000, 100.0)):
@@ -443,7 +580,9 @@ def targets(cells: list[Cell]) -> list[dict[str, Any]]:
             cell = by.get((family, n))
             add(f"{family} at {n:,} calls under {limit:g} ms",
                 None if cell is None else cell.ours_ms < limit,
-                "not measured" if cell is None else f"{cell.ours_ms:.3f} ms")
+                "not measured" if cell is None else f"{cell.ours_ms:.3f} ms",
+                tie=cell is not None and cell.ours_iqr is not None
+                and cell.ours_iqr[0] < limit)
     for family in ("trajectory in_order", "args", "output"):
         small, big = by.get((family, 1_000)), by.get((family, 10_000))
         if small is None or big is None or not small.ours_ms:
@@ -462,10 +601,12 @@ def targets(cells: list[Cell]) -> list[dict[str, Any]]:
             continue
         worst = max(compared, key=lambda c: c.ours_ms / (c.peer_ms or 1e-12))
         slower = [c for c in compared if c.ours_ms > (c.peer_ms or 0.0)]
+        noisy = [c for c in slower if within_noise(c)]
         add(f"{family} no slower than its peer at 100 calls and up", not slower,
             f"worst ours/peer {worst.ours_ms / (worst.peer_ms or 1e-12):.2f} "
             f"at {worst.calls:,} calls"
-            + (f"; slower at {', '.join(f'{c.calls:,}' for c in slower)}" if slower else ""))
+            + (f"; slower at {', '.join(f'{c.calls:,}' for c in slower)}" if slower else ""),
+            tie=len(noisy) == len(slower))
     for family in families:
         cell = by.get((family, 10))
         if cell is None or cell.peer_ms is None:
@@ -474,7 +615,8 @@ def targets(cells: list[Cell]) -> list[dict[str, Any]]:
             continue
         ratio = cell.ours_ms / cell.peer_ms if cell.peer_ms else float("inf")
         add(f"{family} fixed cost at 10 calls within 1.5x of its peer", ratio <= 1.5,
-            f"ours/peer {ratio:.2f} ({cell.ours_ms:.4f} vs {cell.peer_ms:.4f} ms)")
+            f"ours/peer {ratio:.2f} ({cell.ours_ms:.4f} vs {cell.peer_ms:.4f} ms)",
+            tie=within_noise(cell, 1.5))
     return out
 
 
@@ -513,7 +655,26 @@ def _short(ms: float) -> str:
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--sizes", default="10,100,1000,10000")
-    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=7,
+                        help="alternated samples per side at least (7; fewer only past "
+                             "--budget)")
+    parser.add_argument("--min-time", type=float, default=2.0,
+                        help="seconds a cell keeps sampling past --repeat, up to "
+                             "--max-samples (2): small cells get many samples")
+    parser.add_argument("--min-samples", type=int, default=21,
+                        help="samples per side a cell takes at least, --budget permitting "
+                             "(21)")
+    parser.add_argument("--max-samples", type=int, default=101,
+                        help="samples per side at most (101)")
+    parser.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                        help="what the table reports: the grading thread's CPU time (cpu, "
+                             "the default) or wall time; both are kept in the figures")
+    parser.add_argument("--warm-upto", type=int, default=1_000,
+                        help="up to this many calls (1000), every timed grade follows an "
+                             "untimed one of another fresh run, on each side")
+    parser.add_argument("--gc", choices=("collect", "off"), default="collect",
+                        help="collect before every timed call (collect, the default), or "
+                             "also disable the Python collector during it (off)")
     parser.add_argument("--peers-dir", default=str(ROOT / ".bench-peers"))
     parser.add_argument("--peer-timeout", type=float, default=120.0,
                         help="seconds one peer grading call may take (120)")
@@ -535,12 +696,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     cells: list[Cell] = []
     try:
         for n in sizes:
-            print(f"\n{n:,} calls per run ({opts.repeat} alternated samples at most, "
-                  f"{opts.budget:g} s per cell; ms per grading call, median)")
+            least = max(opts.repeat, opts.min_samples)
+            print(f"\n{n:,} calls per run ({least} to {opts.max_samples} alternated "
+                  f"samples, {opts.min_time:g} s at least and {opts.budget:g} s of grading at "
+                  f"most per cell; ms of {CLOCKS[opts.clock]} per grading call, median; "
+                  f"iqr: the interquartile range as % of the median, ours/peer; n: samples)")
             print(HEADER)
             print("-" * len(HEADER))
             cells.extend(measure(n, workers, families, opts))
     finally:
+        gc.unfreeze()
         for worker in workers.values():
             if isinstance(worker, Worker):
                 worker.stop()
@@ -548,13 +713,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     versions = {name: (w.version or "?") if isinstance(w, Worker) else w
                 for name, w in workers.items() if name in used}
     print("\npeers: " + "; ".join(f"{name} {v}" for name, v in versions.items()))
+    if opts.clock == "cpu":
+        print("CPU clocks: ours and the Python peers the grading thread's (thread_time); "
+              "agentv the node process's (process.cpuUsage: node 20 has no per-thread clock)")
     checks = targets(cells)
     print("\nTARGETS")
     for check in checks:
         print(f"  {check['status']:<5} {check['target']}: {check['figure']}")
     if opts.markdown:
         print("\n" + markdown(cells, sizes))
-    return {"sizes": sizes, "peers": versions, "cells": [c.as_dict() for c in cells],
+    return {"sizes": sizes, "peers": versions, "clock": opts.clock, "gc": opts.gc, "cells": [c.as_dict() for c in cells],
             "targets": checks}
 
 

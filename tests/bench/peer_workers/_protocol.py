@@ -3,18 +3,38 @@
 One JSON request per line on stdin, one answer per line on stdout prefixed ``@@peer `` (a peer
 that prints to stdout cannot be mistaken for an answer):
 
-- ``{"op": "load", "calls": [...], "configs": {...}}``: the worker builds the peer's inputs
-  and evaluators for every family it has; answers ``{"ok": true, "version": ...}``;
-- ``{"op": "grade", "family": NAME}``: one grading call, timed alone; answers ``{"ms": ...,
-  "score": ..., "passed": ...}`` (``passed`` null where the peer has no pass mark).
+- ``{"op": "load", "calls": [...], "configs": {...}}``: the worker builds the peer's evaluators
+  (and criteria: what a config load gives) for every family it has; answers ``{"ok": true,
+  "version": ...}``;
+- ``{"op": "grade", "family": NAME, "gc": "collect" | "off", "warm": BOOL}``: one grading
+  call, timed alone (with ``warm``, after an untimed one on an input of its own);
+  answers ``{"ms": ..., "wall_ms": ..., "cpu_ms": ..., "cpu_clock": "thread", "score": ...,
+  "passed": ...}`` (``ms`` is ``wall_ms``; ``passed`` null where the peer has no pass mark).
 
-A grading callable may carry a ``prepare`` attribute: a callable run, untimed, right before
-each timed call (the letta worker builds a fresh message history there, as bench_peers.py
-builds a fresh run for ours before every sample, so both sides grade data just built).
+Every grading callable carries a ``prepare`` attribute: a callable run, untimed, right before
+each timed call, that builds the peer's input (spans, message history) afresh from the run's
+calls, as bench_peers.py builds a fresh run for ours before every sample: every side grades
+data just built, never an input it graded before (whose objects would sit warm in the CPU
+caches, or carry what the peer memoised on them). With ``warm``, an untimed grade of another
+fresh input comes first, so that the timed call finds the grader's code and data in the caches
+whatever ran on the core meanwhile (the other side's process, another program): the state
+before a timed call is then set by the worker alone.
+
+Then, still untimed, the garbage collector runs (``gc.collect()``), so that a timed call does
+not pay for a collection the input's building made due, and every call starts from the same
+counts. The heap of the load (modules, evaluators, criteria) is frozen after it
+(``gc.freeze()``), so that collection, and any the grade itself triggers, walks what the input
+and the grade allocated, not everything the peer imported. With ``"gc": "off"`` the collector
+is also disabled during the timed call. bench_peers.py does the same on our side.
+
+Two clocks time the call: the CPU time of the calling thread (``time.thread_time_ns``, which is
+``CLOCK_THREAD_CPUTIME_ID`` on Linux: nanoseconds, and blind to the time the thread waits while
+another process has the core) and the wall clock (``time.perf_counter_ns``).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import sys
 import time
@@ -37,6 +57,32 @@ def drive(coroutine: Any) -> Any:
     raise RuntimeError("the evaluator suspended; it needs an event loop")
 
 
+def settle_heap() -> None:
+    """Collect, then freeze what is left: later collections walk only newer objects."""
+    gc.unfreeze()
+    gc.collect()
+    gc.freeze()
+
+
+def timed(grade: Callable[[], Any], gc_mode: str) -> tuple[Any, int, int]:
+    """``grade()``'s value, its thread CPU time and its wall time (ns); the collector run
+    before, and off during the call when ``gc_mode`` is ``"off"``."""
+    gc.collect()
+    off = gc_mode == "off"
+    if off:
+        gc.disable()
+    try:
+        w0 = time.perf_counter_ns()
+        c0 = time.thread_time_ns()
+        value = grade()
+        c1 = time.thread_time_ns()
+        w1 = time.perf_counter_ns()
+    finally:
+        if off:
+            gc.enable()
+    return value, c1 - c0, w1 - w0
+
+
 def serve(version: str, load: Callable[[list[Any], dict[str, Any]], Graders]) -> None:
     out = sys.stdout
     graders: Graders = {}
@@ -51,7 +97,9 @@ def serve(version: str, load: Callable[[list[Any], dict[str, Any]], Graders]) ->
         request = json.loads(line)
         try:
             if request["op"] == "load":
+                graders = {}
                 graders = load(request["calls"], request["configs"])
+                settle_heap()
                 reply({"ok": True, "version": version})
             elif request["op"] == "grade":
                 grade = graders.get(request["family"])
@@ -59,12 +107,15 @@ def serve(version: str, load: Callable[[list[Any], dict[str, Any]], Graders]) ->
                     reply({"error": f"no grader for {request['family']}"})
                     continue
                 prepare = getattr(grade, "prepare", None)
+                if request.get("warm"):
+                    if prepare is not None:
+                        prepare()
+                    grade()
                 if prepare is not None:
                     prepare()
-                t0 = time.perf_counter()
-                score, passed = grade()
-                elapsed = time.perf_counter() - t0
-                reply({"ms": elapsed * 1000, "score": score, "passed": passed})
+                (score, passed), cpu_ns, wall_ns = timed(grade, request.get("gc", "collect"))
+                reply({"ms": wall_ns / 1e6, "wall_ms": wall_ns / 1e6, "cpu_ms": cpu_ns / 1e6,
+                       "cpu_clock": "thread", "score": score, "passed": passed})
             else:
                 reply({"error": f"unknown op {request['op']}"})
         except Exception:  # noqa: BLE001 - reported to the bench, which prints it

@@ -4,9 +4,22 @@
 //
 // Reads one JSON request per line on stdin and answers one line on stdout, prefixed "@@peer ":
 //   {"op": "load", "calls": [...], "configs": {...}}  -> {"ok": true, "version": ...}
-//   {"op": "grade", "family": "trajectory in_order"}  -> {"ms": ..., "score": ..., "passed": ...}
-// Only the grader's evaluate() call is timed (process.hrtime.bigint); building the grader and
-// the provider's output messages is done at load.
+//   {"op": "grade", "family": "trajectory in_order"}  -> {"ms": ..., "wall_ms": ..., "cpu_ms": ...,
+//                                                         "cpu_clock": "process", "score": ...,
+//                                                         "passed": ...}
+// The graders are built at load (what a config gives). Before every grading call, untimed, the
+// provider's output messages are built afresh from the run's calls (parsed again from their JSON
+// text, so that no object of an earlier grade is reused), as the Python sides do
+// (peer_workers/_protocol.py); with "warm": true an untimed evaluate() of another fresh trace
+// comes first. V8's collector is left alone: a forced full collection before each call
+// (global.gc() under --expose-gc) made evaluate() 5-10x slower at 10-100 calls (0.007 -> 0.08 ms
+// for any_order at 10), the compiled code's warm state lost, a cost no real grade pays; V8
+// collects its young generation in steps small next to a grade. Only evaluate() is
+// timed, by two clocks: the wall clock (process.hrtime.bigint, ns) and CPU time. Node 20 has no
+// per-thread CPU clock (process.threadCpuUsage() came in later versions), so the CPU time is
+// process.cpuUsage() (getrusage: user + system of all the process's threads, in µs): besides the
+// grading thread it counts V8's helper threads (parallel scavenges, concurrent marking,
+// background compiling), which do work for the grade; the worker has nothing else running.
 import { readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createInterface } from "node:readline";
@@ -33,13 +46,18 @@ const Grader = await loadGrader();
 const reply = (obj) => process.stdout.write(`@@peer ${JSON.stringify(obj)}\n`);
 
 let prepared = {};
+let callsText = "[]";
 
-function prepare(calls, configs) {
-  // The provider's trace, as agentv reads it: output_messages[].tool_calls, one turn per call.
-  const output = calls.map((c) => ({
+// The provider's trace, as agentv reads it: output_messages[].tool_calls, one turn per call.
+function traceOf(calls) {
+  return calls.map((c) => ({
     role: "assistant",
     toolCalls: [{ tool: c.name, input: c.args, output: c.result, durationMs: c.duration_ms }],
   }));
+}
+
+function load(calls, configs) {
+  callsText = JSON.stringify(calls);
   const out = {};
   for (const [family, cfg] of Object.entries(configs)) {
     if (!family.startsWith("trajectory ")) continue;
@@ -50,18 +68,26 @@ function prepare(calls, configs) {
         tool: e.tool, args: e.args, maxDurationMs: e.max_duration_ms,
       }));
     }
-    out[family] = { grader: new Grader({ config }), context: { output } };
+    out[family] = { grader: new Grader({ config }) };
   }
   return out;
 }
 
-function grade(family) {
+function grade(family, warm) {
   const entry = prepared[family];
   if (!entry) return { error: `agentv has no grader for ${family}` };
-  const t0 = process.hrtime.bigint();
-  const result = entry.grader.evaluate(entry.context);
-  const t1 = process.hrtime.bigint();
-  return { ms: Number(t1 - t0) / 1e6, score: result.score, passed: result.verdict === "pass" };
+  if (warm) entry.grader.evaluate({ output: traceOf(JSON.parse(callsText)) });
+  const context = { output: traceOf(JSON.parse(callsText)) }; // the last one is garbage now
+  const w0 = process.hrtime.bigint();
+  const c0 = process.cpuUsage();
+  const result = entry.grader.evaluate(context);
+  const c1 = process.cpuUsage(c0);
+  const w1 = process.hrtime.bigint();
+  const wallMs = Number(w1 - w0) / 1e6;
+  return {
+    ms: wallMs, wall_ms: wallMs, cpu_ms: (c1.user + c1.system) / 1000, cpu_clock: "process",
+    score: result.score, passed: result.verdict === "pass",
+  };
 }
 
 const lines = createInterface({ input: process.stdin });
@@ -70,10 +96,10 @@ for await (const line of lines) {
   const req = JSON.parse(line);
   try {
     if (req.op === "load") {
-      prepared = prepare(req.calls, req.configs);
+      prepared = load(req.calls, req.configs);
       reply({ ok: true, version });
     } else if (req.op === "grade") {
-      reply(grade(req.family));
+      reply(grade(req.family, Boolean(req.warm)));
     } else {
       reply({ error: `unknown op ${req.op}` });
     }

@@ -3,8 +3,9 @@
 Run with the interpreter of the venv install_peers.sh made (``.bench-peers/uipath``); speaks
 _protocol.py's line protocol. The trajectory becomes OpenTelemetry ReadableSpans as the SDK
 reads them (``tool.name``, ``input.value`` with the arguments as JSON, ``output.value`` as the
-normalized ``{"content": ...}``); the spans, evaluators and criteria are built at load and only
-``evaluate()`` is timed.
+normalized ``{"content": ...}``). The evaluators and criteria are built at load (what a config
+gives); the spans and their ``WorkloadExecution`` afresh before every grading call, untimed
+(``prepare``, see _protocol.py); only ``evaluate()`` is timed.
 """
 
 from __future__ import annotations
@@ -44,18 +45,35 @@ def output_text(result: Any) -> str:
     return json.dumps(result, separators=(",", ":"))
 
 
-def load(calls: list[Any], configs: dict[str, Any]) -> Graders:
+def execution(calls: list[Any]) -> Any:
+    """The run as the SDK reads it: one ReadableSpan per call, in a WorkloadExecution."""
     spans = [ReadableSpan(name=f"tool {c['name']}", attributes={
         "tool.name": c["name"], "input.value": json.dumps(c["args"]),
         "output.value": json.dumps({"content": output_text(c["result"])})}) for c in calls]
-    execution = WorkloadExecution(agent_input=None, workload_output="", workload_trace=spans)
+    return WorkloadExecution(agent_input=None, workload_output="", workload_trace=spans)
+
+
+class _Grade:
+    """One family's ``evaluate()`` (timed), with ``prepare`` (untimed) to rebuild its spans."""
+
+    def __init__(self, evaluator: Any, criteria: Any, calls: list[Any]) -> None:
+        self.evaluator, self.criteria, self.calls = evaluator, criteria, calls
+        self.execution: Any = None
+
+    def prepare(self) -> None:
+        self.execution = None           # the old spans freed first, as ours is
+        self.execution = execution(self.calls)
+
+    def __call__(self) -> tuple[float, bool | None]:
+        result = drive(self.evaluator.evaluate(self.execution, self.criteria))
+        return float(result.score), None
+
+
+def load(calls: list[Any], configs: dict[str, Any]) -> Graders:
     graders: Graders = {}
 
     def add(family: str, evaluator: Any, criteria: Any) -> None:
-        def grade() -> tuple[float, bool | None]:
-            result = drive(evaluator.evaluate(execution, criteria))
-            return float(result.score), None
-        graders[family] = grade
+        graders[family] = _Grade(evaluator, criteria, calls)
 
     for family, cfg in configs.items():
         if family.startswith("order "):
