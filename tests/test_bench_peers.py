@@ -227,6 +227,24 @@ def test_targets_pass_and_miss() -> None:
     assert status[f"output {fixed}"][0] == "MISS"                # 2x
 
 
+def test_a_peer_that_answers_otherwise_is_not_compared_for_speed() -> None:
+    """Cells whose scores differ by the peer's known flaw time another question: the speed
+    target leaves them out (n/a, with the figure), and compares the cells where both agree."""
+    cells = [_cell("trajectory in_order", n, ours, peer, peer_score=0.001)
+             for n, ours, peer in ((100, 0.2, 0.02), (1_000, 1.6, 0.13))]
+    cells += [_cell("trajectory in_order as listed", n, ours, peer)
+              for n, ours, peer in ((100, 0.01, 0.02), (1_000, 0.2, 0.13))]
+    cells.append(_cell("count", 100, 0.2, 0.1, peer_score=0.25))        # DIFFERS: compared
+    status = {t["target"]: (t["status"], t["figure"]) for t in bench_peers.targets(cells)}
+    slower = "no slower than its peer at 100 calls and up"
+    verdict, figure = status[f"trajectory in_order {slower}"]
+    assert verdict == "n/a" and "known flaw at 100, 1,000 calls" in figure
+    assert "up to 12.31" in figure
+    assert status[f"trajectory in_order as listed {slower}"] == (
+        "MISS", "worst ours/peer 1.54 at 1,000 calls; slower at 1,000")
+    assert status[f"count {slower}"][0] == "MISS"
+
+
 def test_ours_once_times_a_fresh_run_by_two_clocks() -> None:
     work = peer_trajectories.workload(30)
     entry = bench_peers.our_entry("args", work["configs"]["args"])

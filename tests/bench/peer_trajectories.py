@@ -125,7 +125,9 @@ def family_configs(calls: list[dict[str, Any]],
     """Each family's config in a neutral shape, keyed by the family's name in the bench.
 
     - trajectory.*: ``mode`` and ``expected`` (``tool``, ``args``, ``max_duration_ms``), or
-      ``minimums`` for any_order (each tool's count in the expected list);
+      ``minimums`` for any_order (each tool's count in the expected list); ``in_order as
+      listed`` expects the run's own calls, unedited: a run that did what its list says, where
+      agentv's greedy scan is right too, so the two in_order answers agree;
     - order.*: ``strict`` and ``tool_calls_order`` (the expected tools);
     - count: ``tool_calls_count`` (each expected tool: ``==`` its count in the expected list,
       ``>=`` for every other tool of the expected list, alternating by name);
@@ -142,6 +144,9 @@ def family_configs(calls: list[dict[str, Any]],
     configs: dict[str, dict[str, Any]] = {
         "trajectory any_order": {"mode": "any_order", "minimums": dict(sorted(counts.items()))},
         "trajectory in_order": {"mode": "in_order", "expected": expected_entries},
+        "trajectory in_order as listed": {"mode": "in_order", "expected": [
+            {"tool": c["name"], "args": c["args"], "max_duration_ms": MAX_DURATION_MS}
+            for c in calls]},
         "trajectory exact": {"mode": "exact", "expected": expected_entries},
         "order lcs": {"strict": False, "tool_calls_order": [e["tool"] for e in entries]},
         "order strict": {"strict": True, "tool_calls_order": [e["tool"] for e in entries]},
