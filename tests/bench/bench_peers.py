@@ -59,6 +59,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,7 @@ if str(Path(__file__).resolve().parent) not in sys.path:
     sys.path.append(str(Path(__file__).resolve().parent))
 
 import peer_trajectories
+from peer_workers._protocol import settle_heap, timed  # the workers' own timing, shared
 
 from otel_tooleval import load_config
 from otel_tooleval.model import AgentRun, GradeResult, SpanRecord
@@ -348,14 +350,6 @@ class Cell:
         return dict(self.__dict__)
 
 
-def settle_heap() -> None:
-    """Collect, then freeze what is left (as peer_workers/_protocol.py does in every Python
-    worker after its load): later collections walk only what is newer."""
-    gc.unfreeze()
-    gc.collect()
-    gc.freeze()
-
-
 def _ours_once(grader: Any, calls: list[dict[str, Any]], gc_mode: str = "collect",
                warm: bool = False) -> tuple[float, float, GradeResult]:
     """One grade of a run built afresh from ``calls`` (untimed, as the peers' workers build
@@ -364,20 +358,8 @@ def _ours_once(grader: Any, calls: list[dict[str, Any]], gc_mode: str = "collect
     if warm:
         grader.grade(fresh_run(span_records(calls)))
     run = fresh_run(span_records(calls))
-    gc.collect()
-    off = gc_mode == "off"
-    if off:
-        gc.disable()
-    try:
-        w0 = time.perf_counter_ns()
-        c0 = time.thread_time_ns()
-        result = grader.grade(run)
-        c1 = time.thread_time_ns()
-        w1 = time.perf_counter_ns()
-    finally:
-        if off:
-            gc.enable()
-    return (c1 - c0) / 1e6, (w1 - w0) / 1e6, result
+    result, cpu_ns, wall_ns = timed(partial(grader.grade, run), gc_mode)
+    return cpu_ns / 1e6, wall_ns / 1e6, result
 
 
 def _median(values: Sequence[float], step: float = 0.0) -> float:
