@@ -123,6 +123,16 @@ def _check_overhead(fig: dict[str, Any], mode: str, calls: list[int],
     _no_missing(rows)
 
 
+def test_bench_overhead_full_set_is_every_registered_family() -> None:
+    """``--graders all`` is the full set: one grader of every family the registry knows."""
+    from otel_tooleval import load_config
+    from otel_tooleval.graders.registry import families
+    loaded = load_config(EVERY_FAMILY)
+    assert {g.get("type") or g.get("kind") for g in EVERY_FAMILY["graders"]} == \
+        {f.type for f in families()}
+    assert len(loaded.graders) == len(EVERY_FAMILY["graders"])
+
+
 def test_bench_overhead_thread(capfd: pytest.CaptureFixture[str],
                                monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _bench("overhead")

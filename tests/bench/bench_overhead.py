@@ -116,6 +116,25 @@ CONFIG: dict[str, Any] = {
             {"name": "bash", "args": {"command": "ls -la src/app"}}]},
         {"name": "output", "type": "tool-call-output", "tool_outputs": [
             {"name": "bash", "output": "main.py\n__init__.py\n"}]},
+        # The peer graders' families (issue 17), in the same run's terms.
+        {"name": "agentevals-flow", "type": "trajectory_match",
+         "trajectory_match_mode": "superset", "tool_args_match_mode": "exact",
+         "tool_args_match_overrides": {"search": "ignore"},
+         "reference_tool_calls": [{"name": "read_file", "args": {"path": "src/app/main.py"}},
+                                  {"name": "search", "args": {}}]},
+        {"name": "adk-trajectory", "type": "tool_trajectory_avg_score",
+         "criteria": {"tool_trajectory_avg_score": {"threshold": 0.5,
+                                                    "match_type": "IN_ORDER"}},
+         "expected_tool_use": [{"name": "read_file", "args": {"path": "src/app/main.py"}},
+                               {"name": "run_tests", "args": {}}]},
+        {"name": "deepeval-tools", "type": "tool_correctness",
+         "evaluation_params": ["INPUT_PARAMETERS"], "should_consider_ordering": True,
+         "expected_tools": [{"name": "read_file", "input_parameters": {"path": "src/app/main.py"}},
+                            {"name": "run_tests"}]},
+        {"name": "ragas-accuracy", "type": "tool_call_accuracy", "reference_tool_calls": [
+            {"name": "read_file", "args": {"path": "src/app/main.py"}}, {"name": "bash"}]},
+        {"name": "ragas-f1", "type": "tool_call_f1", "threshold": 0.5, "reference_tool_calls": [
+            {"name": "read_file", "args": {"path": "src/app/main.py"}}]},
     ],
 }
 
