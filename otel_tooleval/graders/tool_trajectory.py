@@ -259,13 +259,18 @@ def _needles(args: Mapping[str, Any] | None) -> tuple[str, ...]:
 def _differs(needles: tuple[str, ...], raw: str) -> bool:
     """True when no decoding of the argument text ``raw`` can match the entry: one of its
     ``needles`` is missing, and ``raw`` is written so that every string value decoded from it
-    (as JSON or as a Python literal, through an envelope or not) is a run of its characters
-    between two double quotes. That holds when ``raw`` has no backslash (no escapes), no
-    single quote, no "#" and no two adjacent string literals; otherwise False: decode.
+    (as JSON or as a Python literal, through an envelope or not) is either a run of its
+    characters between two double quotes or holds a line break or a backslash, which no
+    needle's value does (``_PLAIN``). That holds when ``raw`` has no escape but ``\\n`` (every
+    backslash followed by an "n": in a string, a line break, or a backslash and an "n" in a
+    raw Python string; outside one, text no decoder reads), no single quote, no "#" and no
+    two adjacent string literals; otherwise False: decode. (A coding agent's file contents
+    are written with ``\\n`` escapes: those calls are ruled out too.)
     """
     for needle in needles:
         if needle not in raw:
-            return not ("\\" in raw or "'" in raw or "#" in raw or _ADJACENT.search(raw))
+            return not (("\\" in raw and raw.count("\\") != raw.count("\\n")) or "'" in raw
+                        or "#" in raw or _ADJACENT.search(raw))
     return False
 
 
