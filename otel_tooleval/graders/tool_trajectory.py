@@ -1025,6 +1025,9 @@ class ToolTrajectoryGrader:
         self._minimums = (tuple((params.minimums or {}).items())
                           if params.mode == "any_order" else None)
         self._minimum_tools = tuple(params.minimums or ())
+        # The explanation's tail under a threshold below 1 (after the score), else "".
+        self._threshold_text = (f" threshold {self.threshold:g}." if self.threshold < 1.0
+                                else "")
 
     def grade(self, run: AgentRun) -> GradeResult:
         details: Mapping[str, Any]
@@ -1032,10 +1035,9 @@ class ToolTrajectoryGrader:
             score, summary, details = self._any_order(run.calls, self._minimums)
         else:
             score, summary, details = self._sequence(run.calls)
-        threshold = self.threshold
-        passed = score >= threshold
-        if threshold < 1.0:
-            summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
+        passed = score >= self.threshold
+        if self._threshold_text:
+            summary += f" Score {score:.2f} {'>=' if passed else '<'}{self._threshold_text}"
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            summary, details)
 
@@ -1114,7 +1116,7 @@ class ToolTrajectoryGrader:
         problems: list[str] = []
         if exact:
             beyond = calls[total:]
-            details["extra_calls"] = list(map(_INDEX, beyond))
+            details["extra_calls"] = [call.index for call in beyond] if beyond else []
             if unmatched_n:
                 problems.append(_bounded(unmatched, unmatched_n))
             if total > n_calls:
@@ -1151,7 +1153,7 @@ class ToolTrajectoryGrader:
         limit), the hits, latency hits and neutral latency aspects, and the (entry, call)
         pairs over their limit, in order. Only the positions where the tools agree are
         visited."""
-        names = list(map(_NAME, calls[:n]))
+        names = [call.name for call in calls[:n]]   # faster than map(attrgetter) in 3.11+
         entries = self.entries
         kinds = bytearray(n)
         hits = latency_hits = neutral = 0
