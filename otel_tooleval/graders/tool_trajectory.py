@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress, filterfalse, islice
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq, itemgetter, not_
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -1043,17 +1043,27 @@ class ToolTrajectoryGrader:
 
     def _any_order(self, calls: Sequence[ToolCall], minimums: tuple[tuple[str, int], ...],
                    ) -> tuple[float, str, Mapping[str, Any]]:
-        """``any_order`` mode: the completed calls of each tool counted in C (``list.count``
-        per tool over a short run, one ``Counter`` pass over a longer one); the per-tool rows,
-        with the calls' positions, are written out when the details are read."""
-        done = [call.name for call in calls if not call.pending]
-        if len(done) * len(minimums) <= _COUNT_EACH_UPTO:
-            counts = list(map(done.count, self._minimum_tools))
+        """``any_order`` mode: the completed calls of each tool counted. On a short run in C
+        (``list.count`` per tool over the names), the per-tool rows written out when the
+        details are read; else in one pass that builds the rows with the counts (as cheap as
+        counting alone there). One function with plain loops: from cold caches (a live grade
+        follows the run's assembly) every extra function or comprehension run costs more
+        than its loop would."""
+        tools: list[dict[str, Any]] | _Later
+        if len(calls) * len(minimums) <= _COUNT_EACH_UPTO:
+            names = list(map(_NAME, calls))
+            if any(map(_PENDING, calls)):
+                names = list(compress(names, map(not_, map(_PENDING, calls))))
+            counts = list(map(names.count, self._minimum_tools))
+            tools = _Later(self._any_order_rows, calls, minimums)
         else:
-            counts = list(map(Counter(done).__getitem__, self._minimum_tools))
+            tools = self._any_order_rows(calls, minimums)
+            counts = list(map(len, map(_CALLS, tools)))
+        short = []
+        for (tool, minimum), count in zip(minimums, counts):
+            if count < minimum:
+                short.append(f"{tool} ({count} of {minimum})")
         total = len(minimums)
-        short = [f"{tool} ({count} of {minimum})"
-                 for (tool, minimum), count in zip(minimums, counts) if count < minimum]
         met = total - len(short)
         if not short:
             summary = f"All {total} tools met their minimum counts of completed calls."
@@ -1061,14 +1071,14 @@ class ToolTrajectoryGrader:
             summary = (f"{len(short)} of {total} tools below their minimum count of "
                        f"completed calls: {_listing(short)}.")
         return met / total, summary, _Details({
-            "mode": "any_order", "threshold": self.threshold,
-            "tools": _Later(self._any_order_rows, calls, minimums, counts),
+            "mode": "any_order", "threshold": self.threshold, "tools": tools,
             "met": met, "total": total})
 
-    def _any_order_rows(self, calls: Sequence[ToolCall], minimums: tuple[tuple[str, int], ...],
-                        counts: list[int]) -> list[dict[str, Any]]:
+    @staticmethod
+    def _any_order_rows(calls: Sequence[ToolCall], minimums: tuple[tuple[str, int], ...],
+                        ) -> list[dict[str, Any]]:
         """The ``tools`` rows of an ``any_order`` grade: each tool's completed calls and
-        pending ones (``counts``: ``_any_order``'s counts of the completed ones)."""
+        its pending ones."""
         completed: dict[str, list[int]] = {tool: [] for tool, _ in minimums}
         pending = dict.fromkeys(completed, 0)
         for call in calls:
@@ -1079,9 +1089,13 @@ class ToolTrajectoryGrader:
                 pending[call.name] += 1
             else:
                 positions.append(call.index)
-        return [{"tool": tool, "minimum": minimum, "count": count, "met": count >= minimum,
-                 "calls": completed[tool], "pending": pending[tool]}
-                for (tool, minimum), count in zip(minimums, counts)]
+        rows = []
+        for tool, minimum in minimums:
+            positions = completed[tool]
+            count = len(positions)
+            rows.append({"tool": tool, "minimum": minimum, "count": count,
+                         "met": count >= minimum, "calls": positions, "pending": pending[tool]})
+        return rows
 
     def _reason(self, e: _Entry) -> tuple[str, str, str]:
         reasons = self._reasons[e.index]
@@ -1116,7 +1130,7 @@ class ToolTrajectoryGrader:
         problems: list[str] = []
         if exact:
             beyond = calls[total:]
-            details["extra_calls"] = [call.index for call in beyond] if beyond else []
+            details["extra_calls"] = list(map(_INDEX, beyond))
             if unmatched_n:
                 problems.append(_bounded(unmatched, unmatched_n))
             if total > n_calls:
@@ -1153,7 +1167,7 @@ class ToolTrajectoryGrader:
         limit), the hits, latency hits and neutral latency aspects, and the (entry, call)
         pairs over their limit, in order. Only the positions where the tools agree are
         visited."""
-        names = [call.name for call in calls[:n]]   # faster than map(attrgetter) in 3.11+
+        names = list(map(_NAME, calls[:n]))
         entries = self.entries
         kinds = bytearray(n)
         hits = latency_hits = neutral = 0
@@ -1397,10 +1411,11 @@ class _Details(Mapping[str, Any]):
 
 _INDEX = attrgetter("index")
 _NAME = attrgetter("name")
-#: Up to this many (completed call, tool) comparisons, ``any_order`` counts each tool's calls
-#: by ``list.count`` (a pass in C per tool); past them one ``Counter`` pass costs less
-#: (measured on tests/bench/peer_trajectories.py runs: 1.2 against 1.9 µs at 10 calls and six
-#: tools, 39 against 72 µs at 1,000).
+_CALLS = itemgetter("calls")
+#: Up to this many (call, tool) comparisons, ``any_order`` counts each tool's completed calls
+#: by ``list.count`` (a pass in C per tool); past them its one pass in Python costs less
+#: (measured on tests/bench/peer_trajectories.py runs with six tools: 1.2 against 1.8 µs at 10
+#: calls; as much at 100, and a tenth more from cold caches).
 _COUNT_EACH_UPTO = 200
 #: ``_exact``'s position kinds to flags: out of place (0) and over the limit (2) are violations.
 _FLAGGED = bytes((1, 0, 1)) + bytes(253)
