@@ -1150,9 +1150,10 @@ class ToolTrajectoryGrader:
             details["violations"] = offending
         if slow:
             labels = self._labels
-            problems.append("over the latency limit: " + _bounded(
-                [f"{labels[i]} at call #{call.index}" for i, call in slow[:_LISTED]],
-                len(slow)))
+            shown = []
+            for i, call in slow[:_LISTED]:
+                shown.append(f"{labels[i]} at call #{call.index}")
+            problems.append("over the latency limit: " + _bounded(shown, len(slow)))
         if neutral:
             problems.append(f"{neutral} latency check(s) left out: matched call still pending")
         if not problems:
@@ -1313,8 +1314,8 @@ class ToolTrajectoryGrader:
         unmatched: list[str] = []
         if unmatched_n:
             labels = self._labels
-            unmatched = [labels[k] for k in islice(
-                filterfalse(matched.__contains__, range(len(entries))), _LISTED)]
+            unmatched = list(map(labels.__getitem__, islice(
+                filterfalse(matched.__contains__, range(len(entries))), _LISTED)))
         return (hits, latency_hits, neutral, slow, unmatched, unmatched_n,
                 _Later(self._in_order_rows, matched), _Later(self._in_order_violations, slow))
 
