@@ -1,8 +1,9 @@
-"""The ``tool_trajectory`` grader's grading code as it was before issue 19's rework, kept as an
-oracle: tests/test_tool_trajectory_oracle.py checks that the current grader gives the very same
-results (score, explanation, details) on generated runs. Not used by the library."""
+"""The ``tool_trajectory`` grader's grading code as it was before issue 19's third round on it
+(docs/performance.md, "tool_trajectory's fixed cost from cold caches"), kept as an oracle:
+tests/test_tool_trajectory_oracle.py checks that the current grader gives the very same results
+(score, explanation, details) on generated runs. Not used by the library."""
 
-# ruff: noqa
+# Its methods keep their old signatures, which differ from the ones they override.
 # mypy: ignore-errors
 
 from __future__ import annotations
@@ -13,8 +14,24 @@ from operator import eq
 from typing import Any
 
 from otel_tooleval.graders.tool_trajectory import (
-    TYPE, ToolTrajectoryGrader, _bounded, _differs, _Details, _FIRST, _FLAGGED, _got,
-    _in_order, _INDEX, _Later, _LISTED, _listing, _NAME, _pair_index, args_match)
+    _FIRST,
+    _FLAGGED,
+    _INDEX,
+    _LISTED,
+    _NAME,
+    TYPE,
+    ToolTrajectoryGrader,
+    _bounded,
+    _Details,
+    _differs,
+    _Entry,
+    _got,
+    _in_order,
+    _Later,
+    _listing,
+    _pair_index,
+    args_match,
+)
 from otel_tooleval.model import AgentRun, GradeResult, ToolCall
 from otel_tooleval.violations import violations
 

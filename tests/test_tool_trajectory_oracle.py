@@ -1,6 +1,7 @@
-"""``tool_trajectory`` against its grading code of before issue 19's rework (the bulk scans
-over the calls, the precomputed explanation parts, the lazy any_order rows): on generated runs
-every result must be the very same, explanation, score and details alike.
+"""``tool_trajectory`` against its grading code of before issue 19's third round on it (the
+precomputed explanation parts, in_order's diagonal from exact's scan, any_order's counts and
+lazy rows, the rule-out of ``\\n`` texts): on generated runs every result must be the very
+same, explanation, score and details alike.
 
 The runs mix what sends the grader off its fast paths: pending calls, calls without an end,
 argument texts that are not ``json.dumps`` of the entry (other spacing, Python literals,
@@ -147,7 +148,7 @@ def test_any_order_grades_as_before(awkward: bool) -> None:
 
 
 def test_any_order_with_many_tools_grades_as_before() -> None:
-    # Past a few tools the counts come from one pass over the names rather than one per tool.
+    # Past 200 call x tool comparisons the counts come from one pass, not list.count per tool.
     rng = random.Random(5)
     names = [f"t{i}" for i in range(20)]
     minimums = {t: rng.randrange(1, 3) for t in names}
