@@ -321,3 +321,36 @@ def test_argument_text_ruled_out_only_when_written_plainly() -> None:
     for raw in ['{"path": "a" ".py"}', "{'path': 'b.py'}", '{"path": "a\\u002epy"}',
                 '{"path": "b.py"} # x']:
         assert not _differs(needles, raw), raw
+
+
+# Argument texts with "\n" escapes (a coding agent's file contents), and with backslashes that
+# are other escapes, or "\n" where it is not a line break, or raw Python strings.
+LINE_BREAKS = [
+    '{"path": "a.py", "content": "x = 1\\n"}', '{"path": "b.py", "content": "x = 1\\n"}',
+    '{"path": "a\\n.py"}', '{"path": "a.py\\n"}', "{\"path\": r\"a\\n.py\"}",
+    '{"path": "a\\\\n.py"}', '{"path": "a\\\\\\n.py"}', '{"content": "\\n", "path": "b.py"}',
+    '{"path": "a\\u002epy", "c": "\\n"}', '{"path": "a\\n" ".py"}', '{"path":\\n"a.py"}',
+    '{"type": "tool", "data": {"content": "{\\n\\"path\\": \\"a.py\\"}"}}',
+    '{"type": "tool", "data": {"content": "{\\n}"}, "path": "b.py"}',
+    '{"args": [], "kwargs": {"path": "a.py", "c": "\\n"}}', '{"path": "b.py", "c": "\\N"}',
+]
+
+
+@pytest.mark.parametrize("raw", LINE_BREAKS)
+def test_argument_text_with_line_break_escapes_ruled_out_only_when_decoding_agrees(
+        raw: str) -> None:
+    for args in [*PLAIN, *ENVELOPES, {"path": "a.py"}, {"path": "a.py", "content": "x = 1\n"},
+                 {"path": "a\n.py"}, {"path": "a\\n.py"}, {"content": "\n"}]:
+        decoded = decode_value(raw)
+        if _differs(_needles(args), raw):
+            assert not args_match(args, {} if decoded is None else decoded), (args, raw)
+
+
+def test_file_contents_with_line_breaks_are_ruled_out_without_decoding() -> None:
+    needles = _needles({"path": "a.py", "content": "x = 1\n"})
+    assert needles == ('"a.py"',)
+    assert _differs(needles, '{"path": "b.py", "content": "x = 1\\n"}')
+    assert not _differs(needles, '{"path": "a.py", "content": "x = 2\\n"}')
+    for raw in ['{"path": "b.py", "content": "\\\\n"}', '{"path": "b.py", "c": "\\t"}',
+                '{"path": "b.py", "c": "\\"a.py\\""}', '{"path": "b.py", "c": "\\N"}']:
+        assert not _differs(needles, raw), raw

@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from itertools import compress, filterfalse, islice
-from operator import attrgetter, eq, itemgetter
+from operator import attrgetter, eq, itemgetter, not_
 from typing import Annotated, Any, Literal
 
 from pydantic import (
@@ -259,13 +259,18 @@ def _needles(args: Mapping[str, Any] | None) -> tuple[str, ...]:
 def _differs(needles: tuple[str, ...], raw: str) -> bool:
     """True when no decoding of the argument text ``raw`` can match the entry: one of its
     ``needles`` is missing, and ``raw`` is written so that every string value decoded from it
-    (as JSON or as a Python literal, through an envelope or not) is a run of its characters
-    between two double quotes. That holds when ``raw`` has no backslash (no escapes), no
-    single quote, no "#" and no two adjacent string literals; otherwise False: decode.
+    (as JSON or as a Python literal, through an envelope or not) is either a run of its
+    characters between two double quotes or holds a line break or a backslash, which no
+    needle's value does (``_PLAIN``). That holds when ``raw`` has no escape but ``\\n`` (every
+    backslash followed by an "n": in a string, a line break, or a backslash and an "n" in a
+    raw Python string; outside one, text no decoder reads), no single quote, no "#" and no
+    two adjacent string literals; otherwise False: decode. (A coding agent's file contents
+    are written with ``\\n`` escapes: those calls are ruled out too.)
     """
     for needle in needles:
         if needle not in raw:
-            return not ("\\" in raw or "'" in raw or "#" in raw or _ADJACENT.search(raw))
+            return not (("\\" in raw and raw.count("\\") != raw.count("\\n")) or "'" in raw
+                        or "#" in raw or _ADJACENT.search(raw))
     return False
 
 
@@ -961,6 +966,15 @@ def _sparse_fronts(entries: Sequence[_Entry], calls: Sequence[ToolCall],
     return _best_of_front(states[-1], entries, calls)
 
 
+#: What ``_positions`` returns: the calls' names, each position's kind, the hits, latency hits
+#: and neutral aspects, and the (entry, call) pairs over their limit.
+_Positions = tuple[list[str], bytearray, int, int, int, list[tuple[int, ToolCall]]]
+#: What each sequence mode returns to ``_sequence``: hits, latency hits, neutral aspects, the
+#: pairs over their limit, the first unmatched items' descriptions and their number, and the
+#: ``entries`` rows and ``violations``, written out when read.
+_Tallies = tuple[int, int, int, list[tuple[int, ToolCall]], list[str], int, "_Later", "_Later"]
+
+
 class ToolTrajectoryGrader:
     """Grades a run against minimums (any_order) or an expected call list (in_order, exact).
 
@@ -999,25 +1013,76 @@ class ToolTrajectoryGrader:
         self._assertions = len(self._limited)     # latency aspects: one per limited entry
         # Violation reasons per entry, formatted on first use: (other tool, other args, slow).
         self._reasons: list[tuple[str, str, str] | None] = [None] * len(self.entries)
+        # The explanations' parts per entry: its label, exact mode's "position i expected
+        # ..., got ", and the explanation of a grade with nothing to report.
+        self._labels = tuple(e.label for e in self.entries)
+        self._misplaced = tuple(f"position {e.index} expected {e.what}, got "
+                                for e in self.entries)
+        tail = ", all latency limits met" if self._assertions else ""
+        self._all_met = (f"All {len(self.entries)} expected calls "
+                         f"{'in place' if self.exact else 'matched in order'}{tail}.")
+        # any_order: (tool, minimum) pairs, and the tools alone; None in the sequence modes.
+        self._minimums = (tuple((params.minimums or {}).items())
+                          if params.mode == "any_order" else None)
+        self._minimum_tools = tuple(params.minimums or ())
+        # The explanation's tail under a threshold below 1 (after the score), else "".
+        self._threshold_text = (f" threshold {self.threshold:g}." if self.threshold < 1.0
+                                else "")
 
     def grade(self, run: AgentRun) -> GradeResult:
         details: Mapping[str, Any]
-        if self.params.mode == "any_order":
-            score, summary, details = self._any_order(run)
+        if self._minimums is not None:
+            score, summary, details = self._any_order(run.calls, self._minimums)
         else:
             score, summary, details = self._sequence(run.calls)
-        threshold = self.threshold
-        passed = score >= threshold
-        if threshold < 1.0:
-            summary += f" Score {score:.2f} {'>=' if passed else '<'} threshold {threshold:g}."
+        passed = score >= self.threshold
+        if self._threshold_text:
+            summary += f" Score {score:.2f} {'>=' if passed else '<'}{self._threshold_text}"
         return GradeResult(self.name, TYPE, score, passed, "pass" if passed else "fail",
                            summary, details)
 
-    def _any_order(self, run: AgentRun) -> tuple[float, str, dict[str, Any]]:
-        minimums = self.params.minimums or {}
-        completed: dict[str, list[int]] = {tool: [] for tool in minimums}
-        pending: dict[str, int] = dict.fromkeys(minimums, 0)
-        for call in run.calls:
+    def _any_order(self, calls: Sequence[ToolCall], minimums: tuple[tuple[str, int], ...],
+                   ) -> tuple[float, str, Mapping[str, Any]]:
+        """``any_order`` mode: the completed calls of each tool counted. On a short run in C
+        (``list.count`` per tool over the names), the per-tool rows written out when the
+        details are read; else in one pass that builds the rows as it counts (as cheap as
+        counting alone there, and from cold caches, as a live grade runs, one function with
+        plain loops costs less than helpers and comprehensions would)."""
+        tools: list[dict[str, Any]] | _Later
+        lazy = len(calls) * len(minimums) <= _COUNT_EACH_UPTO
+        short = []
+        if lazy:
+            names = list(map(_NAME, calls))
+            if any(map(_PENDING, calls)):
+                names = list(compress(names, map(not_, map(_PENDING, calls))))
+            for (tool, minimum), count in zip(minimums, map(names.count, self._minimum_tools)):
+                if count < minimum:
+                    short.append(f"{tool} ({count} of {minimum})")
+            tools = _Later(self._any_order_rows, calls, minimums)
+        else:
+            tools = self._any_order_rows(calls, minimums)
+            for row in tools:
+                if not row["met"]:
+                    short.append(f"{row['tool']} ({row['count']} of {row['minimum']})")
+        total = len(minimums)
+        met = total - len(short)
+        details = {"mode": "any_order", "threshold": self.threshold, "tools": tools,
+                   "met": met, "total": total}
+        if not short:
+            summary = f"All {total} tools met their minimum counts of completed calls."
+        else:
+            summary = (f"{len(short)} of {total} tools below their minimum count of "
+                       f"completed calls: {_listing(short)}.")
+        return met / total, summary, _Details(details) if lazy else details
+
+    @staticmethod
+    def _any_order_rows(calls: Sequence[ToolCall], minimums: tuple[tuple[str, int], ...],
+                        ) -> list[dict[str, Any]]:
+        """The ``tools`` rows of an ``any_order`` grade: each tool's completed calls and
+        its pending ones."""
+        completed: dict[str, list[int]] = {tool: [] for tool, _ in minimums}
+        pending = dict.fromkeys(completed, 0)
+        for call in calls:
             positions = completed.get(call.name)
             if positions is None:
                 continue
@@ -1025,24 +1090,13 @@ class ToolTrajectoryGrader:
                 pending[call.name] += 1
             else:
                 positions.append(call.index)
-        tools = []
-        short: list[str] = []
-        for tool, minimum in minimums.items():
+        rows = []
+        for tool, minimum in minimums:
             positions = completed[tool]
             count = len(positions)
-            if count < minimum:
-                short.append(f"{tool} ({count} of {minimum})")
-            tools.append({"tool": tool, "minimum": minimum, "count": count,
-                          "met": count >= minimum, "calls": positions, "pending": pending[tool]})
-        total = len(tools)
-        met = total - len(short)
-        if not short:
-            summary = f"All {total} tools met their minimum counts of completed calls."
-        else:
-            summary = (f"{len(short)} of {total} tools below their minimum count of "
-                       f"completed calls: {_listing(short)}.")
-        return met / total, summary, {"mode": "any_order", "threshold": self.threshold,
-                                      "tools": tools, "met": met, "total": total}
+            rows.append({"tool": tool, "minimum": minimum, "count": count,
+                         "met": count >= minimum, "calls": positions, "pending": pending[tool]})
+        return rows
 
     def _reason(self, e: _Entry) -> tuple[str, str, str]:
         reasons = self._reasons[e.index]
@@ -1058,77 +1112,68 @@ class ToolTrajectoryGrader:
     def _sequence(self, calls: Sequence[ToolCall]) -> tuple[float, str, Mapping[str, Any]]:
         """Both sequence modes: the tallies, then the explanation and the details, whose
         ``entries`` and ``violations`` are written out when first read (``_Details``)."""
-        tally = _Tally()
-        if self.exact:
-            rows, offending = self._exact(calls, tally)
-        else:
-            rows, offending = self._in_order(calls, tally)
-        entries = self.entries
-        total = len(entries)
-        n_calls = len(calls)
-        hits = tally.hits
         exact = self.exact
+        hits, latency_hits, neutral, slow, unmatched, unmatched_n, rows, offending = (
+            self._exact(calls) if exact else self._in_order(calls))
+        total = len(self.entries)
+        n_calls = len(calls)
         assertions = self._assertions
         sequence_aspects = max(total, n_calls) if exact else total
-        aspects = sequence_aspects + assertions - tally.neutral
-        score = (hits + tally.latency_hits) / aspects
+        aspects = sequence_aspects + assertions - neutral
+        score = (hits + latency_hits) / aspects
         details: dict[str, Any] = {
             "mode": self.params.mode, "threshold": self.threshold,
             "hits": hits, "expected": total, "actual": n_calls, "aspects": aspects,
-            "latency": {"assertions": assertions, "hits": tally.latency_hits,
-                        "misses": assertions - tally.latency_hits - tally.neutral,
-                        "neutral": tally.neutral},
+            "latency": {"assertions": assertions, "hits": latency_hits,
+                        "misses": assertions - latency_hits - neutral, "neutral": neutral},
             "entries": rows,
         }
         problems: list[str] = []
-        slow = tally.slow
         if exact:
             beyond = calls[total:]
             details["extra_calls"] = list(map(_INDEX, beyond))
-            if tally.unmatched_n:
-                problems.append(_bounded(tally.unmatched, tally.unmatched_n))
+            if unmatched_n:
+                problems.append(_bounded(unmatched, unmatched_n))
             if total > n_calls:
-                problems.append("missing " + _bounded(
-                    [e.label for e in entries[n_calls:n_calls + _LISTED]], total - n_calls))
+                problems.append("missing " + _bounded(self._labels[n_calls:n_calls + _LISTED],
+                                                      total - n_calls))
             if beyond:
                 problems.append(f"{len(beyond)} extra call(s) at " + _bounded(
                     [f"#{c.index}" for c in beyond[:_LISTED]], len(beyond)))
             head = f"{hits} of {total} expected calls in place"
-            flagged = tally.unmatched_n + len(slow) + len(beyond)
+            flagged = unmatched_n + len(slow) + len(beyond)
         else:
-            if tally.unmatched_n:
-                problems.append("no in-order match for "
-                                + _bounded(tally.unmatched, tally.unmatched_n))
+            if unmatched_n:
+                problems.append("no in-order match for " + _bounded(unmatched, unmatched_n))
             head = f"{hits} of {total} expected calls matched in order"
             flagged = len(slow)
         if flagged:
             details["violations"] = offending
         if slow:
-            problems.append("over the latency limit: " + _bounded(
-                [f"{entries[i].label} at call #{call.index}" for i, call in slow[:_LISTED]],
-                len(slow)))
-        if tally.neutral:
-            problems.append(f"{tally.neutral} latency check(s) left out: matched call still "
-                            "pending")
+            labels = self._labels
+            shown = []
+            for i, call in slow[:_LISTED]:
+                shown.append(f"{labels[i]} at call #{call.index}")
+            problems.append("over the latency limit: " + _bounded(shown, len(slow)))
+        if neutral:
+            problems.append(f"{neutral} latency check(s) left out: matched call still pending")
         if not problems:
-            tail = ", all latency limits met" if assertions else ""
-            summary = (f"All {total} expected calls {'in place' if exact else 'matched in order'}"
-                       f"{tail}.")
+            summary = self._all_met
         else:
             summary = f"{head}; " + "; ".join(problems) + "."
         return score, summary, _Details(details)
 
-    def _exact(self, calls: Sequence[ToolCall], tally: _Tally) -> tuple[_Later, _Later]:
-        """``exact`` mode: each entry against the call at its position. Only the positions
-        where the tools agree are visited; ``kinds`` records each position's verdict (0: out
-        of place, 1: in place, 2: in place but over its latency limit), from which the rows
-        and the violations are written out when read."""
-        entries = self.entries
-        n = min(len(entries), len(calls))
+    def _positions(self, calls: Sequence[ToolCall], n: int) -> _Positions:
+        """The first ``n`` entries, each against the call at its position: the calls' names,
+        each position's kind (0: out of place, 1: in place, 2: in place but over its latency
+        limit), the hits, latency hits and neutral latency aspects, and the (entry, call)
+        pairs over their limit, in order. Only the positions where the tools agree are
+        visited."""
         names = list(map(_NAME, calls[:n]))
+        entries = self.entries
         kinds = bytearray(n)
         hits = latency_hits = neutral = 0
-        slow = tally.slow
+        slow: list[tuple[int, ToolCall]] = []
         texts = self._texts
         limits = self._limits
         for i in compress(range(n), map(eq, self._tools, names)):
@@ -1162,16 +1207,26 @@ class ToolTrajectoryGrader:
                 else:
                     kinds[i] = 2
                     slow.append((i, call))
+        return names, kinds, hits, latency_hits, neutral, slow
+
+    def _exact(self, calls: Sequence[ToolCall]) -> _Tallies:
+        """``exact`` mode: each entry against the call at its position (``_positions``), from
+        whose kinds the rows and the violations are written out when read."""
+        n = min(len(self.entries), len(calls))
+        names, kinds, hits, latency_hits, neutral, slow = self._positions(calls, n)
         unmatched_n = n - hits
+        unmatched: list[str] = []
         if unmatched_n:
+            misplaced = self._misplaced
+            tools = self._tools
             at = -1
             for _ in range(min(unmatched_n, _LISTED)):
                 at = kinds.find(0, at + 1)
-                e = entries[at]
-                tally.unmatched.append(f"position {at} expected {e.what}, "
-                                       f"got {_got(e, names[at])}")
-        tally.add(hits, latency_hits, neutral, unmatched_n)
-        return (_Later(self._exact_rows, calls, names, kinds),
+                name = names[at]
+                unmatched.append(misplaced[at] + (f"{name} with other args" if name == tools[at]
+                                                  else name))
+        return (hits, latency_hits, neutral, slow, unmatched, unmatched_n,
+                _Later(self._exact_rows, calls, names, kinds),
                 _Later(self._exact_violations, calls, names, kinds))
 
     def _exact_rows(self, calls: Sequence[ToolCall], names: list[str],
@@ -1218,15 +1273,28 @@ class ToolTrajectoryGrader:
         out += violations((c, f"extra call beyond the {total} expected") for c in calls[total:])
         return out
 
-    def _in_order(self, calls: Sequence[ToolCall], tally: _Tally) -> tuple[_Later, _Later]:
+    def _in_order(self, calls: Sequence[ToolCall]) -> _Tallies:
         """``in_order`` mode: the best largest in-order matching, and its latency verdicts;
-        the rows and the violations are written out when read."""
+        the rows and the violations are written out when read.
+
+        A run of as many calls as entries, every call with its entry's tool, is first checked
+        position by position in bulk (``_positions``): when every call is in place, that
+        diagonal is the matching (the module's ``_in_order`` would find it by ``_diagonal``,
+        call by call), and its latency verdicts come with it.
+        """
+        entries = self.entries
+        if len(calls) == len(entries) and all(map(eq, self._tools, map(_NAME, calls))):
+            _, _, hits, latency_hits, neutral, slow = self._positions(calls, len(calls))
+            if hits == len(calls):
+                return (hits, latency_hits, neutral, slow, [], 0,
+                        _Later(self._diagonal_rows, calls),
+                        _Later(self._in_order_violations, slow))
         index = self._index
         if index is None and self._assertions:
             index = self._index = _pair_index(self.by_tool)
-        matched = _in_order(self.entries, calls, self.by_tool, index)
+        matched = _in_order(entries, calls, self.by_tool, index)
         latency_hits = neutral = 0
-        slow = tally.slow
+        slow = []
         if self._assertions:
             limits = self._limits
             # The matching was written from its last pair back: reversed, ascending entries.
@@ -1243,14 +1311,18 @@ class ToolTrajectoryGrader:
                     slow.append((k, call))
             slow.sort(key=_FIRST)           # in one pass when already ascending
         hits = len(matched)
-        unmatched_n = len(self.entries) - hits
+        unmatched_n = len(entries) - hits
+        unmatched: list[str] = []
         if unmatched_n:
-            entries = self.entries
-            tally.unmatched += [entries[k].label for k in islice(
-                filterfalse(matched.__contains__, range(len(entries))), _LISTED)]
-        tally.add(hits, latency_hits, neutral, unmatched_n)
-        return (_Later(self._in_order_rows, matched),
-                _Later(self._in_order_violations, slow))
+            labels = self._labels
+            unmatched = list(map(labels.__getitem__, islice(
+                filterfalse(matched.__contains__, range(len(entries))), _LISTED)))
+        return (hits, latency_hits, neutral, slow, unmatched, unmatched_n,
+                _Later(self._in_order_rows, matched), _Later(self._in_order_violations, slow))
+
+    def _diagonal_rows(self, calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+        """The ``entries`` rows of an ``in_order`` grade that matched every call in place."""
+        return self._in_order_rows(dict(enumerate(calls)))
 
     def _in_order_rows(self, matched: dict[int, ToolCall]) -> list[dict[str, Any]]:
         """The ``entries`` rows of an ``in_order`` grade, from its matching."""
@@ -1299,20 +1371,6 @@ class ToolTrajectoryGrader:
         return tuple(templates)
 
 
-class _Tally:
-    """What a sequence mode's grade adds up to, for the details and the explanation."""
-
-    __slots__ = ("hits", "latency_hits", "neutral", "slow", "unmatched", "unmatched_n")
-
-    def __init__(self) -> None:
-        self.slow: list[tuple[int, ToolCall]] = []   # (entry, call) over the limit, in order
-        self.unmatched: list[str] = []       # the first _LISTED of unmatched_n
-
-    def add(self, hits: int, latency_hits: int, neutral: int, unmatched_n: int) -> None:
-        self.hits, self.latency_hits, self.neutral = hits, latency_hits, neutral
-        self.unmatched_n = unmatched_n
-
-
 class _Later(partial[Any]):
     """A value of ``_Details`` worked out on first read: the call of a function."""
 
@@ -1355,6 +1413,11 @@ class _Details(Mapping[str, Any]):
 
 _INDEX = attrgetter("index")
 _NAME = attrgetter("name")
+#: Up to this many (call, tool) comparisons, ``any_order`` counts each tool's completed calls
+#: by ``list.count`` (a pass in C per tool); past them its one pass in Python costs less
+#: (measured on tests/bench/peer_trajectories.py runs with six tools: 1.2 against 1.8 µs at 10
+#: calls; as much at 100, and a tenth more from cold caches).
+_COUNT_EACH_UPTO = 200
 #: ``_exact``'s position kinds to flags: out of place (0) and over the limit (2) are violations.
 _FLAGGED = bytes((1, 0, 1)) + bytes(253)
 #: How many items an explanation names before "and N more".
