@@ -82,6 +82,17 @@ TARGET = 1.10
 # has the same families in the shapes of their original tools, but for other tool names and an
 # agent filter this workload would not pass). Emission as the defaults: span events and root
 # attributes on the copy, log events and metrics to the global (here: no-op) providers.
+#: The calls of a coding run that does what the graders below want, in order (the Ragas
+#: families' reference).
+_CODER: list[dict[str, Any]] = [
+    {"name": "read_file", "args": {"path": "src/app/main.py"}},
+    {"name": "search", "args": {"query": "def main"}},
+    {"name": "write_file", "args": {"path": "src/app/main.py", "content": "..."}},
+    {"name": "run_tests", "args": {"selector": "tests"}},
+    {"name": "run_tests", "args": {"selector": "tests"}},
+    {"name": "bash", "args": {"command": "ls -la src/app"}},
+]
+
 CONFIG: dict[str, Any] = {
     "graders": [
         {"name": "safe", "type": "tool-calls", "config": {
@@ -116,7 +127,8 @@ CONFIG: dict[str, Any] = {
             {"name": "bash", "args": {"command": "ls -la src/app"}}]},
         {"name": "output", "type": "tool-call-output", "tool_outputs": [
             {"name": "bash", "output": "main.py\n__init__.py\n"}]},
-        # The peer graders' families (issue 17), in the same run's terms.
+        # The peer graders' families (issue 17), in the same run's terms (a run of the
+        # coding shape that tests/test_grading_process.py records passes every one).
         {"name": "agentevals-flow", "type": "trajectory_match",
          "trajectory_match_mode": "superset", "tool_args_match_mode": "exact",
          "tool_args_match_overrides": {"search": "ignore"},
@@ -126,15 +138,14 @@ CONFIG: dict[str, Any] = {
          "criteria": {"tool_trajectory_avg_score": {"threshold": 0.5,
                                                     "match_type": "IN_ORDER"}},
          "expected_tool_use": [{"name": "read_file", "args": {"path": "src/app/main.py"}},
-                               {"name": "run_tests", "args": {}}]},
+                               {"name": "run_tests", "args": {"selector": "tests"}}]},
         {"name": "deepeval-tools", "type": "tool_correctness",
          "evaluation_params": ["INPUT_PARAMETERS"], "should_consider_ordering": True,
          "expected_tools": [{"name": "read_file", "input_parameters": {"path": "src/app/main.py"}},
-                            {"name": "run_tests"}]},
-        {"name": "ragas-accuracy", "type": "tool_call_accuracy", "reference_tool_calls": [
-            {"name": "read_file", "args": {"path": "src/app/main.py"}}, {"name": "bash"}]},
-        {"name": "ragas-f1", "type": "tool_call_f1", "threshold": 0.5, "reference_tool_calls": [
-            {"name": "read_file", "args": {"path": "src/app/main.py"}}]},
+                            {"name": "run_tests", "input_parameters": {"selector": "tests"}}]},
+        {"name": "ragas-accuracy", "type": "tool_call_accuracy", "reference_tool_calls": _CODER},
+        {"name": "ragas-f1", "type": "tool_call_f1", "threshold": 0.5,
+         "reference_tool_calls": _CODER},
     ],
 }
 
