@@ -53,6 +53,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,7 @@ from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from otel_tooleval import ToolEvalSpanProcessor
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_overhead import CONFIG, Workload, run_agent
+from bench_overhead import CONFIG, Workload, count_bytecodes, run_agent
 
 Event = tuple[bool, Any]   # (ended, span)
 
@@ -206,25 +207,11 @@ def opcodes(events: list[Event], guard: bool = False) -> dict[str, float]:
     replay, so that what happens once per processor is left out)."""
     processors = processors_for(Null(), guard)
     counted: dict[str, float] = {}
-    count = [0]
-
-    def trace(frame: Any, event: str, arg: Any) -> Any:
-        frame.f_trace_opcodes = True
-        if event == "opcode":
-            count[0] += 1
-        return trace
-
     for name, processor in processors.items():
         replay(processor, events)
         if isinstance(processor, ToolEvalSpanProcessor):
             processor._queue.clear()
-        count[0] = 0
-        sys.settrace(trace)
-        try:
-            replay(processor, events)
-        finally:
-            sys.settrace(None)
-        counted[name] = count[0] / (len(events) // 2)
+        counted[name] = count_bytecodes(partial(replay, processor, events)) / (len(events) // 2)
     release(processors)
     return counted
 

@@ -65,7 +65,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -383,22 +383,33 @@ def count_opcodes(side: Side, workload: Workload, runs: int = 3) -> float:
     one run not counted), whatever code runs them: the SDK's and the processor's."""
     run_agent(side.tracer, workload)
     side.flush()
-    count = [0]
+
+    def agent_runs() -> None:
+        for _ in range(runs):
+            run_agent(side.tracer, workload)
+
+    counted = count_bytecodes(agent_runs)
+    side.flush()
+    return counted / (runs * workload.spans_per_run)
+
+
+def count_bytecodes(work: Callable[[], Any]) -> int:
+    """The bytecodes this thread executes while ``work()`` runs (a tracer per opcode)."""
+    count = 0
 
     def trace(frame: Any, event: str, arg: Any) -> Any:
+        nonlocal count
         frame.f_trace_opcodes = True
         if event == "opcode":
-            count[0] += 1
+            count += 1
         return trace
 
     sys.settrace(trace)
     try:
-        for _ in range(runs):
-            run_agent(side.tracer, workload)
+        work()
     finally:
         sys.settrace(None)
-    side.flush()
-    return count[0] / (runs * workload.spans_per_run)
+    return count
 
 
 def opcodes_table(sizes: Sequence[int], per_turn: int, both: tuple[Side, Side]
