@@ -323,6 +323,33 @@ def test_argument_text_ruled_out_only_when_written_plainly() -> None:
         assert not _differs(needles, raw), raw
 
 
+@pytest.mark.parametrize("gap", ["", " ", "\t", "\f", "\r", "\n", "\v", " \n\t "])
+def test_adjacent_literals_across_any_whitespace_are_decoded(gap: str) -> None:
+    # Python's parser joins "a" and ".py" across these gaps (not across a vertical tab, which
+    # _ADJACENT still counts, to be safe): the text must be decoded, whichever of _differs'
+    # scans (a quote after a quote or a space, or a character that is not printable) finds
+    # the gap.
+    raw = '{"path": "a"' + gap + '".py"}'
+    assert not _differs(_needles({"path": "a.py"}), raw)
+    assert args_match({"path": "a.py"}, decode_value(raw)) == ("\v" not in gap)
+
+
+def test_adjacency_prescan_agrees_with_the_regex_alone() -> None:
+    # The scans in C before _ADJACENT are a shortcut: on random texts over the characters
+    # that matter, _differs answers what the regex alone would.
+    import re
+    adjacent = re.compile(r'"[ \t\f\r\n\v]*"')
+    rng = random.Random(19)
+    alphabet = ['"', " ", "\t", "\n", "\v", "\f", "\r", "a", ":", ",", "{", "}", "\\", "n",
+                "'", "#", "é", "\x00"]
+    needles = ('"zz"',)
+    for _ in range(20_000):
+        raw = "".join(rng.choice(alphabet) for _ in range(rng.randrange(1, 12)))
+        expected = not (("\\" in raw and raw.count("\\") != raw.count("\\n")) or "'" in raw
+                        or "#" in raw or adjacent.search(raw))
+        assert _differs(needles, raw) == expected, repr(raw)
+
+
 # Argument texts with "\n" escapes (a coding agent's file contents), and with backslashes that
 # are other escapes, or "\n" where it is not a line break, or raw Python strings.
 LINE_BREAKS = [

@@ -270,7 +270,13 @@ def _differs(needles: tuple[str, ...], raw: str) -> bool:
     for needle in needles:
         if needle not in raw:
             return not (("\\" in raw and raw.count("\\") != raw.count("\\n")) or "'" in raw
-                        or "#" in raw or _ADJACENT.search(raw))
+                        or "#" in raw or (
+                            # Two literals can be adjacent only where a quote is followed by a
+                            # quote, a space or another whitespace character, none of which is
+                            # printable: three scans in C before the regex (a third of its
+                            # cost on a coding agent's arguments, where none of them is found).
+                            ('""' in raw or '" ' in raw or not raw.isprintable())
+                            and _ADJACENT.search(raw)))
     return False
 
 
@@ -972,7 +978,11 @@ _Positions = tuple[list[str], bytearray, int, int, int, list[tuple[int, ToolCall
 #: What each sequence mode returns to ``_sequence``: hits, latency hits, neutral aspects, the
 #: pairs over their limit, the first unmatched items' descriptions and their number, and the
 #: ``entries`` rows and ``violations``, written out when read.
-_Tallies = tuple[int, int, int, list[tuple[int, ToolCall]], list[str], int, "_Later", "_Later"]
+#: A sequence mode's tallies: hits, latency hits, neutral aspects, the slow (entry, call)
+#: pairs, the unmatched labels named and their number, the rows' maker, and the violations'
+#: maker (None when there are none to write).
+_Tallies = tuple[int, int, int, list[tuple[int, ToolCall]], list[str], int, "_Later",
+                 "_Later | None"]
 
 
 class ToolTrajectoryGrader:
@@ -1131,7 +1141,7 @@ class ToolTrajectoryGrader:
         problems: list[str] = []
         if exact:
             beyond = calls[total:]
-            details["extra_calls"] = list(map(_INDEX, beyond))
+            details["extra_calls"] = list(map(_INDEX, beyond)) if beyond else []
             if unmatched_n:
                 problems.append(_bounded(unmatched, unmatched_n))
             if total > n_calls:
@@ -1225,9 +1235,11 @@ class ToolTrajectoryGrader:
                 name = names[at]
                 unmatched.append(misplaced[at] + (f"{name} with other args" if name == tools[at]
                                                   else name))
+        # The violations' maker only where there are some (out of place, slow or beyond).
         return (hits, latency_hits, neutral, slow, unmatched, unmatched_n,
                 _Later(self._exact_rows, calls, names, kinds),
-                _Later(self._exact_violations, calls, names, kinds))
+                _Later(self._exact_violations, calls, names, kinds)
+                if unmatched_n or slow or len(calls) > n else None)
 
     def _exact_rows(self, calls: Sequence[ToolCall], names: list[str],
                     kinds: bytearray) -> list[dict[str, Any]]:
@@ -1313,7 +1325,8 @@ class ToolTrajectoryGrader:
             unmatched = list(map(labels.__getitem__, islice(
                 filterfalse(matched.__contains__, range(len(entries))), _LISTED)))
         return (hits, latency_hits, neutral, slow, unmatched, unmatched_n,
-                _Later(self._in_order_rows, matched), _Later(self._in_order_violations, slow))
+                _Later(self._in_order_rows, matched),
+                _Later(self._in_order_violations, slow) if slow else None)
 
     def _in_order_rows(self, matched: dict[int, ToolCall]) -> list[dict[str, Any]]:
         """The ``entries`` rows of an ``in_order`` grade, from its matching."""
