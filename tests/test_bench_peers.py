@@ -10,6 +10,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,11 +176,85 @@ def test_worker_that_cannot_start_is_an_error(tmp_path: Path) -> None:
 
 def test_missing_peers_say_how_to_install(tmp_path: Path) -> None:
     workers = bench_peers.find_workers(tmp_path)
+    py = workers.pop("agentv-py")             # agentv's steps on CPython: always there
+    assert isinstance(py, bench_peers.Worker) and py.argv[0] == sys.executable
     assert workers == {"agentv": bench_peers.INSTALL_HINT, "uipath": bench_peers.INSTALL_HINT,
                        "letta-evals": bench_peers.INSTALL_HINT}
     (tmp_path / "uipath" / "bin").mkdir(parents=True)
     (tmp_path / "uipath" / "bin" / "python").write_text("")
     assert isinstance(bench_peers.find_workers(tmp_path)["uipath"], bench_peers.Worker)
+
+
+# -- agentv's steps on CPython -------------------------------------------------------------------
+
+def _agentv_py() -> object:
+    sys.path.insert(0, str(bench_peers.WORKERS))
+    try:
+        import agentv_cpython_worker
+    finally:
+        sys.path.remove(str(bench_peers.WORKERS))
+    return agentv_cpython_worker
+
+
+def _call(name: str, args: dict[str, object], ms: int = 10) -> dict[str, object]:
+    return {"name": name, "args": args, "result": None, "duration_ms": ms}
+
+
+def test_agentv_steps_on_cpython_score_as_agentv_does() -> None:
+    """Hand-worked answers from agentv's evaluateExact / evaluateInOrder / evaluateAnyOrder,
+    its flaws included (extra calls left out of exact's score, in_order's greedy scan)."""
+    mod: Any = _agentv_py()
+
+    def score(config: dict[str, Any], calls: list[dict[str, Any]]) -> float:
+        return float(mod.Grader(config).evaluate(mod.trace_of(calls))["score"])
+
+    x, y = {"p": "x"}, {"p": "y"}
+    exact = {"mode": "exact", "expected": [
+        {"tool": "a", "args": x, "max_duration_ms": 100}, {"tool": "b", "args": None}]}
+    # position 0 in place and fast (2 of 3 aspects), position 1 another tool
+    assert score(exact, [_call("a", x, 50), _call("c", {})]) == pytest.approx(2 / 3)
+    assert score(exact, [_call("a", x, 150), _call("b", y)]) == pytest.approx(2 / 3)  # slow
+    assert score(exact, [_call("a", y), _call("b", y)]) == pytest.approx(1 / 3)      # args
+    assert score(exact, [_call("a", x), _call("b", y), _call("c", {})]) == 1.0        # extra
+    in_order = {"mode": "in_order", "expected": [{"tool": "a", "args": x},
+                                                 {"tool": "b", "args": None}]}
+    # the first call of a's tool has other args: consumed, and the entry fails (ours: 1.0)
+    assert score(in_order, [_call("a", y), _call("a", x), _call("b", {})]) == 0.5
+    assert score(in_order, [_call("c", {}), _call("a", x), _call("b", {})]) == 1.0
+    assert score(in_order, [_call("b", {}), _call("a", x)]) == 0.5
+    any_order = {"mode": "any_order", "minimums": {"a": 2, "b": 1}}
+    assert score(any_order, [_call("a", x), _call("b", x)]) == 0.5
+    assert score(any_order, [_call("a", x), _call("b", x), _call("a", y)]) == 1.0
+
+
+def test_agentv_steps_on_cpython_agree_with_ours_where_agentv_does() -> None:
+    """Through the worker protocol, as the bench drives it: any_order and in_order as listed
+    give our scores on the bench's runs."""
+    work = peer_trajectories.workload(60)
+    worker = bench_peers.find_workers(Path("/nonexistent"))["agentv-py"]
+    assert isinstance(worker, bench_peers.Worker)
+    recs = bench_peers.span_records(work["calls"])
+    try:
+        worker.load(work["calls"], work["configs"], 60)
+        assert worker.version.startswith("CPython ")
+        for family in ("trajectory any_order", "trajectory in_order as listed",
+                       "trajectory exact"):
+            answer = worker.grade(family, 30, "collect")
+            entry = bench_peers.our_entry(family, work["configs"][family])
+            grader = load_config({"graders": [{"name": "g", **entry}]}).graders[0].grader
+            result = grader.grade(bench_peers.fresh_run(recs))
+            ours = result.score
+            if family == "trajectory exact":
+                # agentv leaves the calls beyond the expected ones out of the score (known):
+                # the same hits over the entries and their latency aspects
+                d = result.details
+                ours = (d["hits"] + d["latency"]["hits"]) / (
+                    d["expected"] + d["latency"]["assertions"] - d["latency"]["neutral"])
+                assert d["actual"] > d["expected"]      # this run has an extra call
+            assert answer["score"] == pytest.approx(ours), family
+            assert answer["cpu_clock"] == "thread" and answer["cpu_ms"] > 0
+    finally:
+        worker.stop()
 
 
 # -- agreement and targets ----------------------------------------------------------------------
@@ -243,6 +318,27 @@ def test_a_peer_that_answers_otherwise_is_not_compared_for_speed() -> None:
     assert status[f"trajectory in_order as listed {slower}"] == (
         "MISS", "worst ours/peer 1.54 at 1,000 calls; slower at 1,000")
     assert status[f"count {slower}"][0] == "MISS"
+
+
+def test_a_reference_side_has_targets_of_its_own() -> None:
+    """agentv's steps on CPython are a reference, not a peer: their speed targets are named
+    after them, and our own limits are read off the peer's rows only."""
+    cells = [_cell("trajectory exact", n, ours, peer) for n, ours, peer in
+             ((10, 0.014, 0.007), (100, 0.04, 0.02), (1_000, 0.3, 0.2))]
+    for n, ours, peer in ((10, 0.015, 0.02), (100, 0.05, 0.2), (1_000, 20.0, 0.9)):
+        cell = _cell("trajectory exact", n, ours, peer)
+        cell.peer = "agentv-py"
+        cells.append(cell)
+    status = {t["target"]: (t["status"], t["figure"]) for t in bench_peers.targets(cells)}
+    assert status["trajectory exact at 1,000 calls under 10 ms"] == ("PASS", "0.300 ms")
+    assert status["trajectory exact no slower than its peer at 100 calls and up"][0] == "MISS"
+    steps = "agentv's steps on CPython"
+    assert status[f"trajectory exact no slower than {steps} at 100 calls and up"] == (
+        "MISS", "worst ours/peer 22.22 at 1,000 calls; slower at 1,000")
+    assert status[f"trajectory exact fixed cost at 10 calls within 1.5x of {steps}"][0] == \
+        "PASS"
+    assert status["trajectory exact fixed cost at 10 calls within 1.5x of its peer"][0] == \
+        "MISS"
 
 
 def test_ours_once_times_a_fresh_run_by_two_clocks() -> None:
