@@ -459,17 +459,26 @@ def test_bench_peers_without_peers(tmp_path: Path, capfd: pytest.CaptureFixture[
                                "--min-samples", "0",
                                "--peers-dir", str(tmp_path / "none")], capfd, monkeypatch)
     assert fig["sizes"] == [3, 12]
+    # agentv's steps on CPython need nothing installed: that reference side is measured
+    reference = fig["peers"].pop("agentv-py")
+    assert reference.startswith("CPython ")
     assert set(fig["peers"].values()) == {bench_peers.INSTALL_HINT}
-    assert [(c["family"], c["calls"]) for c in fig["cells"]] == [
-        (family, n) for n in (3, 12) for family, _ in bench_peers.FAMILIES]
+    assert [(c["family"], c["peer"], c["calls"]) for c in fig["cells"]] == [
+        (family, peer, n) for n in (3, 12) for family, peer in bench_peers.FAMILIES]
     for cell in fig["cells"]:
-        assert cell["peer_status"] == bench_peers.INSTALL_HINT and cell["peer_ms"] is None
+        if cell["peer"] == "agentv-py":
+            assert cell["peer_status"] == "" and cell["peer_ms"] > 0
+            assert cell["agreement"] == "agree" or cell["agreement"].startswith("differs (")
+        else:
+            assert cell["peer_status"] == bench_peers.INSTALL_HINT and cell["peer_ms"] is None
+            assert cell["agreement"] == ""
         assert cell["ours_ms"] > 0 and 0.0 <= cell["ours_score"] <= 1.0
-        assert cell["samples"] == 2 and cell["agreement"] == ""
+        assert cell["samples"] == 2
         assert cell["clock"] == "cpu" and cell["ours_other_ms"] > 0     # wall time kept too
         low, high = cell["ours_iqr"]
         assert low <= cell["ours_ms"] <= high
-    assert out.count(bench_peers.INSTALL_HINT) >= len(fig["cells"])
+    installed = sum(1 for c in fig["cells"] if c["peer"] == "agentv-py")
+    assert out.count(bench_peers.INSTALL_HINT) >= len(fig["cells"]) - installed
     # sizes 1,000 and 10,000 not measured, no peer figure: nothing can PASS or MISS
     assert {t["status"] for t in fig["targets"]} == {"n/a"}
     assert "TARGETS" in out
