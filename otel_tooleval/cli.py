@@ -432,7 +432,7 @@ def _parser() -> argparse.ArgumentParser:
                             "that would go past it is answered 429 unread (default 64 MiB)")
     serve.add_argument("--max-concurrent-rpcs", type=int, default=128, metavar="N",
                        help="gRPC exports in progress at once; beyond, RESOURCE_EXHAUSTED "
-                            "(default 128)")
+                            "with RetryInfo (default 128)")
     serve.add_argument("--max-connection-age", type=float, default=0.0, metavar="SECONDS",
                        help="gRPC: a connection is asked to reconnect after this, to spread "
                             "load behind a balancer (default 0: never)")

@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -492,8 +493,23 @@ def test_chunked_bodies_are_read_within_the_limit(
 
 # -- gRPC -----------------------------------------------------------------------------------
 
-def test_grpc_concurrent_rpcs_beyond_the_limit_get_resource_exhausted(
+def _retry_delay(error: Any) -> int:
+    """The RetryInfo delay (s) of a refused call's status details, as the collector reads it."""
+    from google.rpc import error_details_pb2, status_pb2
+
+    trailers = dict(error.trailing_metadata() or ())
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    retry = error_details_pb2.RetryInfo()
+    assert status.code == grpc.StatusCode.RESOURCE_EXHAUSTED.value[0]
+    assert status.details[0].Unpack(retry)
+    return int(retry.retry_delay.seconds)
+
+
+def test_grpc_concurrent_rpcs_beyond_the_limit_get_resource_exhausted_with_retry_info(
         serve_factory: Callable[..., ToolEvalServer]) -> None:
+    """Beyond --max-concurrent-rpcs an export is refused RESOURCE_EXHAUSTED with RetryInfo,
+    which the collector's exporter needs to retry it rather than drop the spans; and the
+    retry goes through once the exports in progress are done."""
     server = serve_factory(max_concurrent_rpcs=1)
     release = threading.Event()
     entered = threading.Event()
@@ -510,15 +526,49 @@ def test_grpc_concurrent_rpcs_beyond_the_limit_get_resource_exhausted(
     try:
         first = call.future(_child_spans(1, seed=1), timeout=10)
         assert entered.wait(5)
-        with pytest.raises(grpc.RpcError) as refused:
-            call(_child_spans(1, seed=2), timeout=5)
-        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for _ in range(3):
+            with pytest.raises(grpc.RpcError) as refused:
+                call(_child_spans(1, seed=2), timeout=5)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "--max-concurrent-rpcs" in (refused.value.details() or "")
+            assert _retry_delay(refused.value) == 1
         release.set()
         first.result()
+        call(_child_spans(1, seed=2), timeout=5)        # the retry, once there is room
     finally:
         release.set()
         channel.close()
-    assert server.stats()["accepted_spans"] == 1
+    stats = server.stats()
+    assert stats["accepted_spans"] == 2 and stats["refused_busy"] == 3
+
+
+def test_grpc_concurrency_gate_reads_grpcios_count_and_steps_aside_without_it() -> None:
+    """The gate refuses from the limit on by grpcio's own count of RPCs in progress; where a
+    grpcio release has no such count, it lets every call through (grpcio's limit applies)."""
+    from types import SimpleNamespace
+
+    from otel_tooleval.serve.grpc_receiver import _concurrency_gate
+
+    app: Any = SimpleNamespace(options=SimpleNamespace(max_concurrent_rpcs=2), _count=print)
+    gate = _concurrency_gate(app)
+
+    def through(details: Any) -> str:
+        return "handler"
+
+    assert gate.intercept_service(through, None) == "handler"          # no state known
+    gate.server_state = SimpleNamespace()                               # no count in it
+    assert gate.intercept_service(through, None) == "handler"
+    gate.server_state = SimpleNamespace(active_rpc_count=1)
+    assert gate.intercept_service(through, None) == "handler"
+    gate.server_state.active_rpc_count = 2
+    refusal = gate.intercept_service(through, None)
+    assert refusal != "handler" and refusal.unary_unary is not None
+    # grpcio's own count is where start_grpc finds it
+    server = grpc.server(ThreadPoolExecutor(1))
+    try:
+        assert isinstance(server._state.active_rpc_count, int)   # type: ignore[attr-defined]
+    finally:
+        server.stop(None)
 
 
 # -- without uvicorn ------------------------------------------------------------------------

@@ -27,6 +27,7 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
 
     if port:
         _check_free(host, port, "--grpc")
+    gate = _concurrency_gate(app)
     server = grpc.server(
         futures.ThreadPoolExecutor(max_workers=app.options.workers,
                                    thread_name_prefix="otel-tooleval-grpc"),
@@ -34,9 +35,15 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         # serve, Phoenix) would bind too and the two would share the connections.
         options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
                  ("grpc.so_reuseport", 0), *_limits(app.options)],
-        maximum_concurrent_rpcs=app.options.max_concurrent_rpcs,   # beyond: RESOURCE_EXHAUSTED
-        interceptors=[grpc_auth_interceptor(app.tokens)] if app.tokens is not None else None,
+        # grpcio's own limit, the backstop: beyond it an RPC is refused RESOURCE_EXHAUSTED
+        # without RetryInfo. The gate refuses (with RetryInfo) from --max-concurrent-rpcs on;
+        # the workers' worth above it leaves room for the gate's refusals, which run in the
+        # pool too.
+        maximum_concurrent_rpcs=app.options.max_concurrent_rpcs + app.options.workers,
+        interceptors=[gate] + ([grpc_auth_interceptor(app.tokens)]
+                               if app.tokens is not None else []),
     )
+    gate.server_state = getattr(server, "_state", None)
 
     def export(body: bytes, context: Any) -> bytes:
         return _grpc_export(app, body, context)
@@ -58,6 +65,45 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
                           "GRPC_VERBOSITY=debug tells why")
     server.start()
     return server, bound
+
+
+def _concurrency_gate(app: ToolEvalServer) -> Any:
+    """A gRPC server interceptor that refuses an export when ``--max-concurrent-rpcs`` are
+    already in progress: RESOURCE_EXHAUSTED with ``RetryInfo`` (``_retry_metadata``), which
+    every OTLP exporter retries, the collector's included (its Go exporter retries
+    RESOURCE_EXHAUSTED only when the status carries RetryInfo, which grpcio's own refusal
+    does not). Counted as ``refused_busy``.
+
+    The count is grpcio's: the server's ``_state.active_rpc_count`` (queued and running RPCs,
+    kept by grpcio itself, and read here on its polling thread under its lock, where the
+    interceptors run). A count of our own could not be kept: an RPC cancelled while queued
+    never runs its handler, so a decrement in the handler would be missed. grpcio keeps that
+    attribute private; where a release lacks it (``server_state`` None or without it), the
+    gate lets everything through and grpcio's own limit refuses, as before.
+    """
+    import grpc
+
+    limit = app.options.max_concurrent_rpcs
+
+    def refuse(request: bytes, context: Any) -> bytes:
+        app._count("refused_busy")
+        message = f"{limit} exports in progress (--max-concurrent-rpcs); retry later"
+        context.set_trailing_metadata(_retry_metadata(message))
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+        raise AssertionError("not reached: abort raises")
+
+    refusal = grpc.unary_unary_rpc_method_handler(refuse)
+
+    class ConcurrencyGate(grpc.ServerInterceptor):  # type: ignore[misc]
+        server_state: Any = None
+
+        def intercept_service(self, continuation: Any, details: Any) -> Any:
+            active = getattr(self.server_state, "active_rpc_count", None)
+            if active is not None and active >= limit:
+                return refusal
+            return continuation(details)
+
+    return ConcurrencyGate()
 
 
 def _limits(options: ServeOptions) -> list[tuple[str, int]]:

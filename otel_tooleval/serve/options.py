@@ -67,7 +67,7 @@ class ServeOptions:
     max_connections: int = 1024   # HTTP: beyond, each request is answered 503 + Retry-After
     backlog: int = 2048   # listen backlog of the HTTP socket
     max_inflight_bytes: int = 64 * 1024 * 1024   # HTTP bodies being read and decoded at once
-    max_concurrent_rpcs: int = 128   # gRPC: beyond, RESOURCE_EXHAUSTED
+    max_concurrent_rpcs: int = 128   # gRPC: beyond, RESOURCE_EXHAUSTED with RetryInfo
     max_connection_age: float = 0.0   # gRPC: a connection is asked to go after this; 0: never
 
 
