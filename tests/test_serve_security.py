@@ -319,6 +319,113 @@ def test_grpc_mtls_refuses_clients_without_a_certificate_of_the_ca(
     assert receiver.wait_for(lambda: len(receiver.spans()) == len(spans))
 
 
+@pytest.fixture
+def rotating(tmp_path: Path) -> Callable[[trustme.CA | None], dict[str, Any]]:
+    """Server certificate files that a test replaces as cert-manager does; ``issue(ca)``
+    writes a new certificate of ``ca`` (a new CA when None) for 127.0.0.1 and localhost, and
+    returns the paths and the CA's PEM."""
+    paths = {"cert": str(tmp_path / "cert.pem"), "key": str(tmp_path / "key.pem")}
+
+    def issue(ca: trustme.CA | None = None) -> dict[str, Any]:
+        ca = ca or trustme.CA()
+        leaf = ca.issue_cert("127.0.0.1", "localhost")
+        leaf.cert_chain_pems[0].write_to_path(paths["cert"])
+        leaf.private_key_pem.write_to_path(paths["key"])
+        return {**paths, "ca_pem": ca.cert_pem.bytes(), "ca": ca}
+
+    return issue
+
+
+def _grpc_status(port: int, ca_pem: bytes, client: tuple[bytes, bytes] | None = None
+                 ) -> grpc.StatusCode:
+    credentials = grpc.ssl_channel_credentials(
+        ca_pem, *(client if client is not None else (None, None)))
+    return _raw_export(port, (), body_of(demo_spans()), credentials)
+
+
+def _https_status(port: int, ca_pem: bytes) -> int | str:
+    context = ssl.create_default_context(cadata=ca_pem.decode())
+    conn = http.client.HTTPSConnection("localhost", port, timeout=5, context=context)
+    try:
+        conn.request("GET", "/healthz")
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    except ssl.SSLError as exc:
+        return exc.reason or "ssl error"
+    finally:
+        conn.close()
+
+
+def test_reloaded_certificates_serve_new_handshakes_and_a_bad_reload_keeps_them(
+        rotating: Callable[..., dict[str, Any]], secured: Callable[..., ToolEvalServer],
+        caplog: pytest.LogCaptureFixture) -> None:
+    _http_wired()
+    first = rotating()
+    server = secured(tls_cert=first["cert"], tls_key=first["key"])
+    grpc_port, http_port = server.grpc_port or 0, server.http_port or 0
+    assert _grpc_status(grpc_port, first["ca_pem"]) == grpc.StatusCode.OK
+    assert _https_status(http_port, first["ca_pem"]) == 200
+    second = rotating()                     # the files replaced by a certificate of a new CA
+    assert _https_status(http_port, second["ca_pem"]) == "CERTIFICATE_VERIFY_FAILED"
+    assert server.reload()
+    assert _grpc_status(grpc_port, second["ca_pem"]) == grpc.StatusCode.OK
+    assert _grpc_status(grpc_port, first["ca_pem"]) == grpc.StatusCode.UNAVAILABLE
+    assert _https_status(http_port, second["ca_pem"]) == 200
+    assert _https_status(http_port, first["ca_pem"]) == "CERTIFICATE_VERIFY_FAILED"
+    # a key that is not the certificate's: the reload fails, the certificates in use stay
+    Path(second["key"]).write_bytes(trustme.CA().issue_cert("localhost").private_key_pem.bytes())
+    caplog.set_level(logging.WARNING, logger="otel_tooleval.serve")
+    assert not server.reload()
+    warnings = [r.getMessage() for r in caplog.records if "not reloaded" in r.getMessage()]
+    assert len(warnings) == 1 and "--tls-key" in warnings[0] and second["key"] in warnings[0]
+    assert _grpc_status(grpc_port, second["ca_pem"]) == grpc.StatusCode.OK
+    assert _https_status(http_port, second["ca_pem"]) == 200
+    assert server.certificates is not None and server.certificates.reloads == 1
+
+
+def test_reloaded_client_ca_decides_who_gets_in(
+        pki: Pki, rotating: Callable[..., dict[str, Any]], tmp_path: Path,
+        secured: Callable[..., ToolEvalServer]) -> None:
+    """mTLS: after a reload with another client CA, its clients get in and the old CA's do
+    not, on both receivers (on HTTP the connection moves to the new context in the handshake,
+    and the new context's CA store checks the client's certificate)."""
+    _http_wired()
+    files = rotating()
+    client_ca = tmp_path / "client-ca.pem"
+    client_ca.write_bytes(pki.read("ca"))
+    server = secured(tls_cert=files["cert"], tls_key=files["key"], tls_client_ca=str(client_ca))
+    port = server.grpc_port or 0
+    ours = (pki.read("client_key"), pki.read("client_cert"))
+    stranger = (pki.read("other_key"), pki.read("other_cert"))
+
+    def https(cert: str, key: str) -> int | str:
+        context = ssl.create_default_context(cadata=files["ca_pem"].decode())
+        context.load_cert_chain(cert, key)
+        conn = http.client.HTTPSConnection("localhost", server.http_port or 0, timeout=5,
+                                           context=context)
+        try:
+            conn.request("GET", "/healthz")
+            response = conn.getresponse()
+            response.read()
+            return response.status
+        except OSError as exc:          # TLS 1.3: the refusal comes after the handshake
+            return type(exc).__name__
+        finally:
+            conn.close()
+
+    assert _grpc_status(port, files["ca_pem"], ours) == grpc.StatusCode.OK
+    assert _grpc_status(port, files["ca_pem"], stranger) == grpc.StatusCode.UNAVAILABLE
+    assert https(pki.client_cert, pki.client_key) == 200
+    assert https(pki.other_cert, pki.other_key) != 200
+    client_ca.write_bytes(pki.read("other_ca"))
+    assert server.reload()
+    assert _grpc_status(port, files["ca_pem"], stranger) == grpc.StatusCode.OK
+    assert _grpc_status(port, files["ca_pem"], ours) == grpc.StatusCode.UNAVAILABLE
+    assert https(pki.other_cert, pki.other_key) == 200
+    assert https(pki.client_cert, pki.client_key) != 200
+
+
 def _raw_export(port: int, metadata: tuple[tuple[str, str], ...], body: bytes,
                 credentials: Any = None) -> grpc.StatusCode:
     target = f"localhost:{port}"
@@ -379,7 +486,7 @@ def _wait_ready_line(process: subprocess.Popen[str], lines: list[str]) -> None:
         time.sleep(0.05)
 
 
-def test_sighup_reloads_the_token_file(pki: Pki, token_file: Path, receiver: OtlpReceiver
+def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file: Path, receiver: OtlpReceiver
                                        ) -> None:
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -432,6 +539,8 @@ def test_sighup_reloads_the_token_file(pki: Pki, token_file: Path, receiver: Otl
     assert process.returncode == 0, "".join(lines)
     warning = [line for line in lines if "not reloaded" in line]
     assert len(warning) == 1 and str(token_file) in warning[0] and "fresh" not in warning[0]
+    # SIGHUP re-reads the TLS files too: both times, they loaded
+    assert sum("certificates reloaded from" in line for line in lines) == 2, "".join(lines)
     assert len(accepted) == 3 and f"{sum(accepted)} spans accepted" in "".join(lines)
     assert receiver.wait_for(lambda: len(roots(receiver)) == 3 * len(EXPECTED))
 

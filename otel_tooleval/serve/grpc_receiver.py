@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
 from .options import ListenError, ServeOptions, _check_free
-from .security import grpc_auth_interceptor, grpc_server_credentials
+from .security import grpc_auth_interceptor
 
 if TYPE_CHECKING:
     from .server import ToolEvalServer
@@ -55,8 +55,8 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
     server.add_generic_rpc_handlers((handler,))
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     try:
-        bound = (server.add_secure_port(where, grpc_server_credentials(app.tls))
-                 if app.tls is not None else server.add_insecure_port(where))
+        bound = (server.add_secure_port(where, app.certificates.grpc_credentials())
+                 if app.certificates is not None else server.add_insecure_port(where))
     except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
         bound = 0
     if not bound:

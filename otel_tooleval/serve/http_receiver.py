@@ -244,6 +244,21 @@ class HttpReceiver:
             proxy_headers=False, server_header=False, backlog=options.backlog,
             timeout_keep_alive=options.idle_timeout,  # type: ignore[arg-type]
             h11_max_incomplete_event_size=_MAX_HEADER_BYTES, **uvicorn_ssl_options(app.tls))
+        certificates = app.certificates
+        if certificates is not None:
+            # uvicorn's SSLContext, made now rather than when serving starts, so that every
+            # handshake passes through the certificates' reload hook; reloads build theirs
+            # with uvicorn's own factory and settings.
+            from uvicorn.config import create_ssl_context
+
+            config = self.config
+            config.load()
+            assert config.ssl is not None
+            config.ssl.sni_callback = certificates.sni_callback
+            certificates.http_builder = lambda tls: create_ssl_context(
+                certfile=tls.cert, keyfile=tls.key, password=None,
+                ssl_version=config.ssl_version, cert_reqs=config.ssl_cert_reqs,
+                ca_certs=tls.client_ca, ciphers=config.ssl_ciphers)
         self.server = _Server(self.config)
         self.sock = sock
         self.port = int(sock.getsockname()[1])

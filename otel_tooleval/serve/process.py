@@ -11,8 +11,9 @@ from .server import ToolEvalServer
 
 
 def run(options: ServeOptions) -> int:
-    """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens. Exit status: 0 when everything accepted was
-    forwarded, 1 when the shutdown timeout cut the drain short, 2 when a port cannot be bound."""
+    """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens and the TLS
+    files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
+    cut the drain short, 2 when a port cannot be bound."""
     server = ToolEvalServer(options)
     try:
         server.start()
@@ -27,9 +28,9 @@ def run(options: ServeOptions) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    tokens = server.tokens
-    if tokens is not None:   # SIGHUP re-reads --bearer-token-file; a bad file keeps the old
-        signal.signal(signal.SIGHUP, lambda signum, frame: tokens.reload())
+    if server.tokens is not None or server.certificates is not None:
+        # SIGHUP re-reads --bearer-token-file and the TLS files; a bad file keeps the old
+        signal.signal(signal.SIGHUP, lambda signum, frame: server.reload())
     where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
              if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
              f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]

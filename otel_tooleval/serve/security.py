@@ -3,8 +3,9 @@
 The pieces each receiver needs:
 
 - ``TlsSettings`` (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``), checked at startup by
-  ``load_tls``; ``uvicorn_ssl_options`` turns them into ``uvicorn.Config`` keyword arguments,
-  ``grpc_server_credentials`` into gRPC server credentials (mTLS when a client CA is set);
+  ``load_tls``; ``uvicorn_ssl_options`` turns them into ``uvicorn.Config`` keyword arguments;
+  ``Certificates`` gives the gRPC server credentials (mTLS when a client CA is set) and
+  re-reads the files on SIGHUP for both receivers;
 - ``TokenStore`` (``--bearer-token-file``): the accepted tokens, compared in constant time,
   re-read on SIGHUP; ``authorized`` is the check a receiver runs on the ``Authorization``
   header (HTTP) or ``authorization`` metadata (gRPC) before it reads a body;
@@ -115,16 +116,80 @@ def uvicorn_ssl_options(tls: TlsSettings | None) -> dict[str, Any]:
     return options
 
 
-def grpc_server_credentials(tls: TlsSettings) -> Any:
-    """``grpc.ssl_server_credentials`` for the gRPC receiver; with a client CA, clients must
-    present a certificate it signed (``require_client_auth``)."""
+def _grpc_certificates(tls: TlsSettings) -> Any:
+    """The files of ``tls`` as a gRPC ``ServerCertificateConfiguration`` (read now)."""
     import grpc
 
     pair = (Path(tls.key).read_bytes(), Path(tls.cert).read_bytes())
-    if tls.client_ca is None:
-        return grpc.ssl_server_credentials([pair])
-    return grpc.ssl_server_credentials([pair], root_certificates=Path(tls.client_ca).read_bytes(),
-                                       require_client_auth=True)
+    roots = Path(tls.client_ca).read_bytes() if tls.client_ca is not None else None
+    return grpc.ssl_server_certificate_configuration([pair], root_certificates=roots)
+
+
+class Certificates:
+    """The TLS files of a running ``serve``, re-read by ``reload()`` (SIGHUP): new handshakes
+    take the new certificate, key and client CA; connections already open keep theirs.
+
+    The same three paths are read again (rotate by replacing the files: cert-manager, certbot
+    and Kubernetes secret volumes do), checked as at startup (``load_tls``); a reload that
+    fails keeps the certificates in use and logs one WARNING line naming the flag and the
+    file. Whether clients must present a certificate (``--tls-client-ca``) is set at startup.
+
+    - gRPC: ``grpc_credentials()`` are dynamic credentials whose fetcher, which grpcio calls
+      before each new connection's handshake, hands over a reloaded configuration once;
+    - HTTP: uvicorn builds its ``SSLContext`` at startup; ``sni_callback`` is installed on it,
+      and OpenSSL calls it in every handshake (with or without SNI), where it moves the
+      connection to the newest context built by ``reload()`` with ``http_builder`` (set by
+      the HTTP receiver: uvicorn's own context factory with its settings).
+    """
+
+    def __init__(self, tls: TlsSettings) -> None:
+        self.tls = tls
+        #: Builds the HTTP receiver's SSLContext from settings; None without an HTTP receiver.
+        self.http_builder: Any = None
+        self.http_context: ssl.SSLContext | None = None   # None: the one made at startup
+        self._grpc_pending: Any = None
+        self._lock = threading.Lock()
+        self.reloads = 0
+
+    def grpc_credentials(self) -> Any:
+        """Server credentials for the gRPC receiver (mTLS with a client CA)."""
+        import grpc
+
+        return grpc.dynamic_ssl_server_credentials(
+            _grpc_certificates(self.tls), self._fetch_grpc,
+            require_client_authentication=self.tls.client_ca is not None)
+
+    def _fetch_grpc(self) -> Any:
+        with self._lock:
+            pending, self._grpc_pending = self._grpc_pending, None
+        return pending
+
+    def sni_callback(self, ssl_object: Any, server_name: str | None,
+                     context: ssl.SSLContext) -> None:
+        newest = self.http_context
+        if newest is not None and ssl_object.context is not newest:
+            ssl_object.context = newest
+
+    def reload(self) -> bool:
+        """Re-read the files. True when the new ones are in use for new handshakes; on
+        failure the ones in use stay, one WARNING line says why, and False is returned."""
+        with self._lock:
+            try:
+                tls = load_tls(self.tls.cert, self.tls.key, self.tls.client_ca)
+                assert tls is not None
+                grpc_config = _grpc_certificates(tls)
+                http = self.http_builder(tls) if self.http_builder is not None else None
+            except (ValueError, OSError, ssl.SSLError) as exc:
+                _log.warning("otel-tooleval serve: certificates not reloaded, the previous "
+                             "ones stay: %s", exc)
+                return False
+            self._grpc_pending = grpc_config
+            if http is not None:
+                self.http_context = http
+            self.reloads += 1
+        _log.info("otel-tooleval serve: certificates reloaded from %s and %s%s", tls.cert,
+                  tls.key, f" (client CA {tls.client_ca})" if tls.client_ca else "")
+        return True
 
 
 # -- bearer tokens ----------------------------------------------------------------------------

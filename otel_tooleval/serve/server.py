@@ -20,7 +20,7 @@ from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc
 from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
-from .security import TokenStore, load_tls
+from .security import Certificates, TokenStore, load_tls
 from .spans import _annotate, _encode_held, _encode_session, _Held, _mark, _resource_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
@@ -49,6 +49,7 @@ class ToolEvalServer:
         self.tls = load_tls(options.tls_cert, options.tls_key, options.tls_client_ca)
         self.tokens = (TokenStore(options.bearer_token_file) if options.bearer_token_file
                        else None)
+        self.certificates = Certificates(self.tls) if self.tls is not None else None
         self._providers: list[Any] = []
         if options.emit_telemetry and options.forward != "none" and (
                 meter_provider is None or logger_provider is None):
@@ -109,6 +110,16 @@ class ToolEvalServer:
         return meter_provider, logger_provider
 
     # -- lifecycle ----------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """What SIGHUP does: re-read the bearer token file and the TLS files, each kept as it
+        was when its files do not load (one WARNING line says why). True when all reloaded."""
+        ok = True
+        if self.tokens is not None:
+            ok = self.tokens.reload() and ok
+        if self.certificates is not None:
+            ok = self.certificates.reload() and ok
+        return ok
 
     def start(self) -> ToolEvalServer:
         try:
