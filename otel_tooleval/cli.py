@@ -245,18 +245,36 @@ def _plain(value: object) -> object:
 @contextlib.contextmanager
 def _serve_logging(level: str) -> Iterator[None]:
     """Log records of the package (serve's one line per graded run at INFO, problems at
-    WARNING and above) to stderr as bare messages, as the other serve lines are printed."""
+    WARNING and above) to stderr as bare messages, as the other serve lines are printed;
+    uvicorn's warnings (``uvicorn.error``: bytes that are not HTTP, named by sender) the same
+    way, under the same level. Refusal lines are throttled (``serve.throttle``), and a last
+    line says how many were left out."""
+    from .serve.throttle import RefusalThrottle
+
     package = logging.getLogger("otel_tooleval")
+    uvicorn_log = logging.getLogger("uvicorn.error")
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(logging.Formatter("%(message)s"))
-    previous = package.level
+    throttle = RefusalThrottle()
+    handler.addFilter(throttle)
+    previous = package.level, uvicorn_log.level, uvicorn_log.propagate
     package.addHandler(handler)
     package.setLevel(level.upper())
+    # uvicorn's INFO lines (its own start and stop) are not serve's: WARNING at the least.
+    uvicorn_log.addHandler(handler)
+    uvicorn_log.setLevel(max(logging.WARNING, logging.getLevelName(level.upper())))
+    uvicorn_log.propagate = False
     try:
         yield
     finally:
+        summary = throttle.summary()
+        if summary is not None:
+            print(summary, file=sys.stderr, flush=True)
         package.removeHandler(handler)
-        package.setLevel(previous)
+        uvicorn_log.removeHandler(handler)
+        package.setLevel(previous[0])
+        uvicorn_log.setLevel(previous[1])
+        uvicorn_log.propagate = previous[2]
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
 from .options import ListenError, ServeOptions, _check_free
 from .security import grpc_auth_interceptor
+from .throttle import refusal_of
 
 if TYPE_CHECKING:
     from .server import ToolEvalServer
@@ -138,7 +139,7 @@ def _grpc_export(app: ToolEvalServer, body: bytes, context: Any) -> bytes:
             context.abort(code, str(refused))
         message = _one_line(str(refused))
         _log.warning("otel-tooleval serve: gRPC request from %s refused: INVALID_ARGUMENT "
-                     "%s", context.peer(), message)
+                     "%s", context.peer(), message, extra=refusal_of("grpc-invalid"))
         context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
         raise   # not reached: abort raises
     except Exception as exc:

@@ -20,6 +20,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.server import Server
 
 from .decoding import _RETRY_AFTER_SECONDS
+from .throttle import PeerLog, refusal_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -47,6 +48,8 @@ def _connection_class(read_timeout: float, max_connections: int,
 
         def connection_made(self, transport: Any) -> None:
             super().connection_made(transport)
+            # uvicorn's own warnings of this connection name the sender, and are throttled
+            self.logger = PeerLog(self.logger, self.client)  # type: ignore[assignment]
             if len(self.connections) > max_connections:
                 self.app = _over_capacity   # answered 503, then closed
                 on_over_capacity()
@@ -87,7 +90,8 @@ def _connection_class(read_timeout: float, max_connections: int,
             host = self.client[0] if self.client else "?"
             part = "body" if self.conn.their_state is h11.SEND_BODY else "request headers"
             _log.warning("otel-tooleval serve: request from %s dropped: %s not received within "
-                         "--read-timeout %gs; connection closed", host, part, read_timeout)
+                         "--read-timeout %gs; connection closed", host, part, read_timeout,
+                         extra=refusal_of("http-slow"))
             self.transport.abort()   # not answered: the sender retries
 
     return _Connection

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from .decoding import _JSON, _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _decompress, _one_line
 from .options import ListenError
 from .security import HTTP_CHALLENGE, authorized, refusal_reason, uvicorn_ssl_options
+from .throttle import refusal_of
 
 if TYPE_CHECKING:
     from .server import ToolEvalServer
@@ -95,7 +96,7 @@ class _OtlpHttpApp:
         if not authorized(self.app.tokens, authorization):   # before anything about the body
             self.app._count("refused_unauthenticated")
             _log.warning("otel-tooleval serve: request from %s refused: 401 %s", client,
-                         refusal_reason(authorization))
+                         refusal_reason(authorization), extra=refusal_of("http-401"))
             refusal = _error(401, "a valid bearer token is required (Authorization: Bearer "
                                   "TOKEN)", content_type if content_type == _JSON else _PROTOBUF,
                              close=has_body)
@@ -198,7 +199,8 @@ class _OtlpHttpApp:
         # One line per rejected request; 429/503 are counted in /healthz (they come in floods).
         if answer.status >= 400 and not answer.retry:
             _log.warning("otel-tooleval serve: request from %s refused: %d %s", client,
-                         answer.status, _one_line(_message_of(answer)))
+                         answer.status, _one_line(_message_of(answer)),
+                         extra=refusal_of(f"http-{answer.status}"))
 
 
 def _message_of(answer: _Answer) -> str:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .throttle import refusal_of
+
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
 HTTP_CHALLENGE = ("WWW-Authenticate", 'Bearer realm="otel-tooleval"')
@@ -303,7 +305,8 @@ def grpc_auth_interceptor(tokens: TokenStore) -> Any:
 
             def refuse(request: bytes, context: Any) -> bytes:
                 _log.warning("otel-tooleval serve: gRPC request from %s refused: "
-                             "UNAUTHENTICATED %s", context.peer(), reason)
+                             "UNAUTHENTICATED %s", context.peer(), reason,
+                             extra=refusal_of("grpc-unauthenticated"))
                 context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
                 raise AssertionError("not reached: abort raises")
 
