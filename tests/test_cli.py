@@ -28,7 +28,7 @@ def test_demo_runs_and_prints_verdicts(capsys: pytest.CaptureFixture[str],
 
 def test_demo_console_script_on_a_fresh_process() -> None:
     proc = subprocess.run([sys.executable, "-m", "otel_tooleval.cli", "demo"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120,
+                          capture_output=True, text=True, timeout=120, check=False,
                           env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)})
     assert proc.returncode == 0, proc.stderr
     assert "2 of 4 runs passed." in proc.stdout

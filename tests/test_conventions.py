@@ -440,8 +440,15 @@ def test_str_enum_marker_values_classify_on_the_hot_path() -> None:
 
 
 def test_the_tables_are_derived_from_the_convention_modules() -> None:
-    from otel_tooleval.conventions import CONVENTIONS, MARKER_KEYS, TOOL_CONVENTIONS
-    from otel_tooleval.conventions import genai, haystack, openinference, traceloop
+    from otel_tooleval.conventions import (
+        CONVENTIONS,
+        MARKER_KEYS,
+        TOOL_CONVENTIONS,
+        genai,
+        haystack,
+        openinference,
+        traceloop,
+    )
 
     # The general conventions come last: the frameworks' own rows (scoped or keyed) first.
     assert CONVENTIONS[-3:] == (genai.CONVENTION, openinference.CONVENTION,
@@ -639,7 +646,7 @@ def test_a_str_enum_operation_under_an_http_root_is_the_same_run_live_and_offlin
     config = {"graders": [{"type": "tool-call-order", "tool_calls_order": ["a", "b"]}]}
     h = Harness(config)
     try:
-        with h.tracer.start_as_current_span("POST /ask", attributes={"http.method": "POST"}):
+        with h.tracer.start_as_current_span("POST /ask", attributes={"http.method": "POST"}):  # noqa: SIM117 - nested as the spans are
             with h.tracer.start_as_current_span("invoke_agent weather_agent", attributes={
                     "gen_ai.operation.name": Op.INVOKE, "gen_ai.agent.name": "weather_agent"}):
                 for step, name in enumerate(["a", "b"]):

@@ -191,7 +191,8 @@ def test_calls_kept_in_span_events_are_graded_by_the_process_as_on_the_thread() 
 
 def test_sessions_are_graded_in_process_mode_as_on_the_thread() -> None:
     # Runs go to the grading process; their sessions are filed and graded in this process.
-    from tests.test_sessions import TURNS, config as session_config, conversation
+    from tests.test_sessions import TURNS, conversation
+    from tests.test_sessions import config as session_config
 
     outcomes = []
     for h_config in (session_config(), _config(session_config())):
@@ -203,7 +204,8 @@ def test_sessions_are_graded_in_process_mode_as_on_the_thread() -> None:
                 _wait_ready(h)
                 handed: list[int] = []
                 submit = offload.submit
-                offload.submit = lambda *a, **k: handed.append(1) or submit(*a, **k)  # type: ignore[method-assign]
+                offload.submit = (  # type: ignore[method-assign]
+                    lambda *a, _h=handed, _s=submit, **k: _h.append(1) or _s(*a, **k))
             conversation(h, "p-1", TURNS)
             conversation(h, "p-2", ["pay", "search"])
             h.processor.end_session("p-1")

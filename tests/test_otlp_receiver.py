@@ -91,18 +91,17 @@ def test_spans_arrive_decoded(receiver: OtlpReceiver, transport: str) -> None:
     provider.add_span_processor(SimpleSpanProcessor(_span_exporter(receiver, transport)))
     try:
         tracer = provider.get_tracer("tests.receiver")
-        with tracer.start_as_current_span("parent") as parent:
-            with tracer.start_as_current_span(
-                "tool.call",
-                attributes={
-                    "tool.name": "search",
-                    "tool.ok": True,
-                    "tool.retries": 2,
-                    "tool.score": 0.75,
-                    "tool.tags": ["a", "b"],
-                },
-            ) as child:
-                child.add_event("tool.result", {"result.size": 3, "result.kind": "list"})
+        with tracer.start_as_current_span("parent") as parent, tracer.start_as_current_span(
+            "tool.call",
+            attributes={
+                "tool.name": "search",
+                "tool.ok": True,
+                "tool.retries": 2,
+                "tool.score": 0.75,
+                "tool.tags": ["a", "b"],
+            },
+        ) as child:
+            child.add_event("tool.result", {"result.size": 3, "result.kind": "list"})
     finally:
         provider.shutdown()
 

@@ -32,13 +32,13 @@ def test_the_version_lives_in_its_own_module() -> None:
 
     root = Path(otel_tooleval.__file__).parent
     pyproject = (root.parent / "pyproject.toml").read_text()
-    assert re.search(r'^version = "([^"]+)"', pyproject, re.M)[1] == __version__  # type: ignore[index]
+    assert re.search(r'^version = "([^"]+)"', pyproject, re.MULTILINE)[1] == __version__  # type: ignore[index]
     # No module of the package takes a name from the package's __init__ (``from . import
     # __version__``): only submodules are imported that way.
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ImportFrom) and node.module is None and node.level:
-                target = path.parent if path.name != "__init__.py" else path.parent
+                target = path.parent
                 for _ in range(node.level - 1):
                     target = target.parent
                 for alias in node.names:

@@ -144,11 +144,10 @@ def test_score_histogram_buckets_resolve_scores_in_0_1() -> None:
 def test_local_root_mode_with_separate_nested_agents_matches_offline() -> None:
     cfg = {**NO_DELETE, "runs": {"root": "local_root", "nested_agents": "separate"}}
     h = Harness(cfg)
-    with h.tracer.start_as_current_span("job"):
-        with h.agent("a"):
-            h.tool("search")
-            with h.agent("b"):
-                h.tool("delete")
+    with h.tracer.start_as_current_span("job"), h.agent("a"):
+        h.tool("search")
+        with h.agent("b"):
+            h.tool("delete")
     h.flush()
     live = sorted(r.run.root_name for r in h.reports)
     offline = sorted(r.run.root_name for r in grade_spans(h.finished(), cfg))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import gzip
 import http.client
 import json
-import re
 import os
+import re
 import signal
 import subprocess
 import sys

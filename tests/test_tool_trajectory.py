@@ -727,7 +727,8 @@ def test_settled_fast_path_agrees_with_the_pareto_fronts() -> None:
         fast = tt._in_order_settled(entries, run.calls, by_tool)
         full = tt._in_order_fronts(entries, run.calls, by_tool)
 
-        def score(m: dict[int, object]) -> tuple[int, int]:
+        def score(m: dict[int, object], entries: list[tt._Entry] = entries
+                  ) -> tuple[int, int]:
             return (len(m), sum(e.latency(m[e.index])[1] for e in entries if e.index in m))
 
         assert score(fast) == score(full)

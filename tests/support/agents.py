@@ -21,7 +21,7 @@ import functools
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from langchain_core.messages import AIMessage, BaseMessage
@@ -30,8 +30,8 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_PROMPT",
     "DEFAULT_SCRIPT",
-    "ScriptExhausted",
     "Script",
+    "ScriptExhausted",
     "ToolCall",
     "Turn",
     "convert_temp",
@@ -43,7 +43,7 @@ __all__ = [
 ]
 
 ToolCall = tuple[str, Mapping[str, Any]]
-Turn = Union[str, Sequence[ToolCall]]
+Turn = str | Sequence[ToolCall]
 Script = Sequence[Turn]
 
 DEFAULT_PROMPT = "What's the weather in Paris and Lyon? Give Paris in Fahrenheit too."
@@ -197,7 +197,7 @@ def _ai_message_for(turns: Sequence[Any], messages: Sequence[BaseMessage]) -> AI
     )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scripted_chat_model_class() -> type:
     """Define (once) the ``BaseChatModel`` subclass used by :func:`make_scripted_chat_model`."""
     from langchain_core.language_models import BaseChatModel

@@ -23,9 +23,10 @@ import ssl
 import threading
 import time
 import zlib
+from collections.abc import Callable
 from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, TypeVar
+from typing import Any, Self
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -61,9 +62,6 @@ _SIGNALS: dict[str, tuple[type[Message], type[Message]]] = {
         metrics_service_pb2.ExportMetricsServiceResponse,
     ),
 }
-
-_T = TypeVar("_T")
-
 
 # --------------------------------------------------------------------------- decoding
 
@@ -107,7 +105,7 @@ class _TraceServicer(trace_service_pb2_grpc.TraceServiceServicer):
     def __init__(self, receiver: OtlpReceiver) -> None:
         self._receiver = receiver
 
-    def Export(  # noqa: N802 - name fixed by the generated base class
+    def Export(
         self, request: Message, context: grpc.ServicerContext
     ) -> Message:
         self._receiver._record(_TRACES, request, dict(context.invocation_metadata()))
@@ -118,7 +116,7 @@ class _LogsServicer(logs_service_pb2_grpc.LogsServiceServicer):
     def __init__(self, receiver: OtlpReceiver) -> None:
         self._receiver = receiver
 
-    def Export(  # noqa: N802
+    def Export(
         self, request: Message, context: grpc.ServicerContext
     ) -> Message:
         self._receiver._record(_LOGS, request)
@@ -129,7 +127,7 @@ class _MetricsServicer(metrics_service_pb2_grpc.MetricsServiceServicer):
     def __init__(self, receiver: OtlpReceiver) -> None:
         self._receiver = receiver
 
-    def Export(  # noqa: N802
+    def Export(
         self, request: Message, context: grpc.ServicerContext
     ) -> Message:
         self._receiver._record(_METRICS, request)
@@ -167,7 +165,7 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
     server: _HttpServer
     server_version = "otel-tooleval-test-receiver"
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server naming
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         path = self.path.split("?", 1)[0].rstrip("/")
         signal = path.rsplit("/", 1)[-1] if path.startswith("/v1/") else ""
@@ -205,7 +203,7 @@ class _OtlpHttpHandler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+    def log_message(self, format: str, *args: Any) -> None:
         """Keep test output quiet."""
 
 
@@ -320,7 +318,7 @@ class OtlpReceiver:
         if http_thread is not None:
             http_thread.join(timeout=5)
 
-    def __enter__(self) -> OtlpReceiver:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:

@@ -22,13 +22,13 @@ for var in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripted_openai
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import scripted_openai as so
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import scripted_openai as so  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = Path("traces.jsonl")
 

@@ -18,15 +18,15 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("OTEL_SDK_DISABLED", None)
 os.environ.pop("AUTOGEN_DISABLE_RUNTIME_TRACING", None)
 
-from autogen_agentchat.agents import AssistantAgent  # noqa: E402
-from autogen_ext.models.openai import OpenAIChatCompletionClient  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from autogen_agentchat.agents import AssistantAgent
+from autogen_ext.models.openai import OpenAIChatCompletionClient
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city, serve
 
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city, serve  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 

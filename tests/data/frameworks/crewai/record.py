@@ -14,15 +14,15 @@ os.environ.update(CREWAI_DISABLE_TELEMETRY="true", CREWAI_DISABLE_TRACKING="true
 os.environ.pop("OTEL_SDK_DISABLED", None)
 os.environ.pop("OPENAI_API_KEY", None)
 
-from crewai import LLM, Agent, Crew, Task  # noqa: E402
-from crewai.tools import tool  # noqa: E402
-from openinference.instrumentation.crewai import CrewAIInstrumentor  # noqa: E402
-from openinference.instrumentation.openai import OpenAIInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import scripted_openai as s
+from crewai import LLM, Agent, Crew, Task
+from crewai.tools import tool
+from openinference.instrumentation.crewai import CrewAIInstrumentor
+from openinference.instrumentation.openai import OpenAIInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import scripted_openai as s  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 TRACES = HERE / "traces.jsonl"
 TRACES.unlink(missing_ok=True)

@@ -20,14 +20,14 @@ def _audit(event, args):
 
 sys.addaudithook(_audit)
 
-import dspy  # noqa: E402
-from openinference.instrumentation.dspy import DSPyInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import dspy
+from openinference.instrumentation.dspy import DSPyInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_dspy import serve
+from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city
 
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
-from scripted_dspy import serve  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 out = HERE / "traces.jsonl"
 out.unlink(missing_ok=True)

@@ -20,14 +20,13 @@ os.environ.pop("OTEL_SDK_DISABLED", None)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-import scripted_openai  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, serve  # noqa: E402
+import scripted_openai
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_openai import FINAL_ANSWER, PROMPT, serve
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 OUT.unlink(missing_ok=True)
@@ -35,13 +34,13 @@ provider = TracerProvider()
 provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(OUT)))
 trace.set_tracer_provider(provider)
 
-from haystack import Pipeline, tracing  # noqa: E402
-from haystack.components.agents import Agent  # noqa: E402
-from haystack.components.generators.chat import OpenAIChatGenerator  # noqa: E402
-from haystack.dataclasses import ChatMessage  # noqa: E402
-from haystack.tools import create_tool_from_function  # noqa: E402
-from haystack.utils import Secret  # noqa: E402
-from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer  # noqa: E402
+from haystack import Pipeline, tracing
+from haystack.components.agents import Agent
+from haystack.components.generators.chat import OpenAIChatGenerator
+from haystack.dataclasses import ChatMessage
+from haystack.tools import create_tool_from_function
+from haystack.utils import Secret
+from haystack_integrations.tracing.opentelemetry import OpenTelemetryTracer
 
 # As the docs show; the scope name is the application's choice ("haystack" is what the
 # OpenTelemetryConnector component of the same package uses).

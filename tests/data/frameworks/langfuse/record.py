@@ -25,13 +25,13 @@ os.environ["LANGFUSE_SECRET_KEY"] = "sk-lf-scripted"
 os.environ["LANGFUSE_BASE_URL"] = "http://127.0.0.1:9"
 os.environ["LANGFUSE_TIMEOUT"] = "1"
 
-from langfuse import Langfuse, observe  # noqa: E402
-from langfuse.openai import OpenAI  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import scripted_openai
+from langfuse import Langfuse, observe
+from langfuse.openai import OpenAI
+from opentelemetry import trace
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import scripted_openai  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 OUT.unlink(missing_ok=True)

@@ -12,15 +12,15 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("OTEL_SDK_DISABLED", None)
 os.environ.pop("OPENAI_API_KEY", None)
 
-from llama_index.core.agent.workflow import FunctionAgent  # noqa: E402
-from llama_index.core.tools import FunctionTool  # noqa: E402
-from llama_index.llms.openai_like import OpenAILike  # noqa: E402
-from openinference.instrumentation.llama_index import LlamaIndexInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import scripted_openai as s
+from llama_index.core.agent.workflow import FunctionAgent
+from llama_index.core.tools import FunctionTool
+from llama_index.llms.openai_like import OpenAILike
+from openinference.instrumentation.llama_index import LlamaIndexInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import scripted_openai as s  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 TRACES = HERE / "traces.jsonl"
 TRACES.unlink(missing_ok=True)

@@ -19,12 +19,12 @@ os.environ.setdefault("DO_NOT_TRACK", "1")
 os.environ.pop("OTEL_SDK_DISABLED", None)
 os.environ.pop("LOGFIRE_TOKEN", None)
 
-import logfire  # noqa: E402
-import openai  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+import logfire
+import openai
+import scripted_openai
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-import scripted_openai  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 OUT.unlink(missing_ok=True)

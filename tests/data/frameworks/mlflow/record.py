@@ -24,8 +24,8 @@ os.environ["DO_NOT_TRACK"] = "true"
 os.environ["OTEL_SERVICE_NAME"] = "weather-agent"
 os.environ["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"] = "http/protobuf"
 
-import scripted_openai  # noqa: E402
-from otlp_receiver import receive  # noqa: E402
+import scripted_openai
+from otlp_receiver import receive
 
 OUT = HERE / "traces.jsonl"
 OUT.unlink(missing_ok=True)

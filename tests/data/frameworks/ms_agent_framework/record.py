@@ -23,16 +23,16 @@ for name in ("ENABLE_INSTRUMENTATION", "ENABLE_SENSITIVE_DATA", "OTEL_SEMCONV_ST
              "OPENAI_API_KEY", "OPENAI_BASE_URL"):
     os.environ.pop(name, None)
 
-from agent_framework import Agent  # noqa: E402
-from agent_framework.observability import enable_instrumentation  # noqa: E402
-from agent_framework.openai import OpenAIChatCompletionClient  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
+from agent_framework import Agent
+from agent_framework.observability import enable_instrumentation
+from agent_framework.openai import OpenAIChatCompletionClient
+from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city, serve
 
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, convert_temp, get_weather, lookup_city, serve  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 

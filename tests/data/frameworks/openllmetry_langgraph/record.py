@@ -20,15 +20,14 @@ os.environ.pop("OTEL_SDK_DISABLED", None)
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-import scripted_openai  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, serve  # noqa: E402
+import scripted_openai
+from opentelemetry import trace
+from opentelemetry.instrumentation.langchain import LangchainInstrumentor
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_openai import FINAL_ANSWER, PROMPT, serve
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.instrumentation.langchain import LangchainInstrumentor  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 OUT.unlink(missing_ok=True)
@@ -37,9 +36,9 @@ provider.add_span_processor(SimpleSpanProcessor(OTLPJsonFileExporter(OUT)))
 trace.set_tracer_provider(provider)
 LangchainInstrumentor().instrument(tracer_provider=provider)
 
-from langchain_core.tools import tool  # noqa: E402
-from langchain_openai import ChatOpenAI  # noqa: E402
-from langgraph.prebuilt import create_react_agent  # noqa: E402
+from langchain_core.tools import tool
+from langchain_openai import ChatOpenAI
+from langgraph.prebuilt import create_react_agent
 
 tools = [tool(scripted_openai.lookup_city), tool(scripted_openai.get_weather),
          tool(scripted_openai.convert_temp)]

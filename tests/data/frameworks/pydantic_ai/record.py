@@ -8,14 +8,14 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from pydantic_ai import Agent  # noqa: E402
-from pydantic_ai.capabilities import Instrumentation  # noqa: E402
-from pydantic_ai.models.instrumented import InstrumentationSettings  # noqa: E402
-from pydantic_ai.models.openai import OpenAIChatModel  # noqa: E402
-from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
-from scripted_openai import (  # noqa: E402
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from pydantic_ai import Agent
+from pydantic_ai.capabilities import Instrumentation
+from pydantic_ai.models.instrumented import InstrumentationSettings
+from pydantic_ai.models.openai import OpenAIChatModel
+from pydantic_ai.providers.openai import OpenAIProvider
+from scripted_openai import (
     FINAL_ANSWER,
     PROMPT,
     convert_temp,
@@ -24,7 +24,7 @@ from scripted_openai import (  # noqa: E402
     serve,
 )
 
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = HERE / "traces.jsonl"
 

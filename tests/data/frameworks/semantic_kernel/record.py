@@ -23,18 +23,18 @@ def _audit(event, args):
 
 sys.addaudithook(_audit)
 
-from openai import AsyncOpenAI  # noqa: E402
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from semantic_kernel.agents import ChatCompletionAgent  # noqa: E402
-from semantic_kernel.connectors.ai import FunctionChoiceBehavior  # noqa: E402
-from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion  # noqa: E402
-from semantic_kernel.functions import kernel_function  # noqa: E402
+import scripted_openai
+from openai import AsyncOpenAI
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from scripted_openai import FINAL_ANSWER, PROMPT, TOOLS, serve
+from semantic_kernel.agents import ChatCompletionAgent
+from semantic_kernel.connectors.ai import FunctionChoiceBehavior
+from semantic_kernel.connectors.ai.open_ai import OpenAIChatCompletion
+from semantic_kernel.functions import kernel_function
 
-import scripted_openai  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
-from scripted_openai import FINAL_ANSWER, PROMPT, TOOLS, serve  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 out = HERE / "traces.jsonl"
 out.unlink(missing_ok=True)

@@ -16,13 +16,13 @@ os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)  # nothing leaves the machin
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # scripted_openai
 
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from strands import Agent, tool  # noqa: E402
-from strands.models.openai import OpenAIModel  # noqa: E402
-from strands.telemetry import StrandsTelemetry  # noqa: E402
+import scripted_openai as so
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from strands import Agent, tool
+from strands.models.openai import OpenAIModel
+from strands.telemetry import StrandsTelemetry
 
-import scripted_openai as so  # noqa: E402
-from otel_tooleval import OTLPJsonFileExporter  # noqa: E402
+from otel_tooleval import OTLPJsonFileExporter
 
 OUT = Path("traces.jsonl")
 
