@@ -428,7 +428,7 @@ def _parser() -> argparse.ArgumentParser:
     security = serve.add_argument_group("TLS and authentication (docs/serve.md)")
     security.add_argument("--tls-cert", metavar="FILE",
                           help="PEM certificate chain: both receivers speak TLS (with --tls-key); "
-                               "SIGHUP re-reads it, the key and the client CA")
+                               "SIGHUP re-reads it and the key")
     security.add_argument("--tls-key", metavar="FILE", help="PEM private key of --tls-cert")
     security.add_argument("--tls-client-ca", metavar="FILE",
                           help="mTLS: clients must present a certificate signed by this CA")

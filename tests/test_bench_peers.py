@@ -222,6 +222,9 @@ def test_agentv_steps_on_cpython_score_as_agentv_does() -> None:
     assert score(in_order, [_call("a", y), _call("a", x), _call("b", {})]) == 0.5
     assert score(in_order, [_call("c", {}), _call("a", x), _call("b", {})]) == 1.0
     assert score(in_order, [_call("b", {}), _call("a", x)]) == 0.5
+    # nothing asked for: agentv passes with score 1
+    assert score({"mode": "any_order", "minimums": {}}, [_call("a", x)]) == 1.0
+    assert score({"mode": "exact", "expected": []}, [_call("a", x)]) == 1.0
     any_order = {"mode": "any_order", "minimums": {"a": 2, "b": 1}}
     assert score(any_order, [_call("a", x), _call("b", x)]) == 0.5
     assert score(any_order, [_call("a", x), _call("b", x), _call("a", y)]) == 1.0

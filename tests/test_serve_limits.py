@@ -542,6 +542,45 @@ def test_grpc_concurrent_rpcs_beyond_the_limit_get_resource_exhausted_with_retry
     assert stats["accepted_spans"] == 2 and stats["refused_busy"] == 3
 
 
+def test_grpc_refusals_do_not_wait_behind_queued_exports(
+        serve_factory: Callable[..., ToolEvalServer]) -> None:
+    """More exports admitted than workers, then a burst over the limit: every refusal comes
+    at once and with RetryInfo, not after the queued exports (grpcio's one FIFO pool), and
+    none is grpcio's own refusal without RetryInfo."""
+    server = serve_factory(max_concurrent_rpcs=4, workers=2)
+    release = threading.Event()
+    running = threading.Semaphore(0)
+    export = server.export
+
+    def slow_export(body: bytes, content_type: str) -> tuple[int, str]:
+        running.release()
+        release.wait(20)
+        return export(body, content_type)
+
+    server.export = slow_export  # type: ignore[method-assign]
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    call = channel.unary_unary(EXPORT)
+    try:
+        held = [call.future(_child_spans(1, seed=i), timeout=30) for i in range(4)]
+        assert running.acquire(timeout=5) and running.acquire(timeout=5)   # two workers busy
+        time.sleep(0.5)                     # the other two admitted, queued behind them
+        over = [call.future(_child_spans(1, seed=10 + i), timeout=30) for i in range(6)]
+        started = time.monotonic()
+        for future in over:
+            with pytest.raises(grpc.RpcError) as refused:
+                future.result(timeout=5)
+            assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert _retry_delay(refused.value) == 1
+        assert time.monotonic() - started < 5
+        assert not any(f.done() for f in held)           # the admitted ones still wait
+        release.set()
+        for future in held:
+            future.result(timeout=20)
+    finally:
+        release.set()
+        channel.close()
+
+
 def test_grpc_concurrency_gate_reads_grpcios_count_and_steps_aside_without_it() -> None:
     """The gate refuses from the limit on by grpcio's own count of RPCs in progress; where a
     grpcio release has no such count, it lets every call through (grpcio's limit applies)."""

@@ -384,12 +384,13 @@ def test_reloaded_certificates_serve_new_handshakes_and_a_bad_reload_keeps_them(
     assert server.certificates is not None and server.certificates.reloads == 1
 
 
-def test_reloaded_client_ca_decides_who_gets_in(
+def test_a_changed_client_ca_takes_a_restart_and_the_server_certificate_still_rotates(
         pki: Pki, rotating: Callable[..., dict[str, Any]], tmp_path: Path,
-        secured: Callable[..., ToolEvalServer]) -> None:
-    """mTLS: after a reload with another client CA, its clients get in and the old CA's do
-    not, on both receivers (on HTTP the connection moves to the new context in the handshake,
-    and the new context's CA store checks the client's certificate)."""
+        secured: Callable[..., ToolEvalServer], caplog: pytest.LogCaptureFixture) -> None:
+    """mTLS: a reload rotates the server certificate with the client CA as it was; a changed
+    client CA fails the reload (a client resuming an older TLS session would skip the new
+    CA's check), the old CA's clients still get in and the new CA's do not, on both
+    receivers."""
     _http_wired()
     files = rotating()
     client_ca = tmp_path / "client-ca.pem"
@@ -399,8 +400,8 @@ def test_reloaded_client_ca_decides_who_gets_in(
     ours = (pki.read("client_key"), pki.read("client_cert"))
     stranger = (pki.read("other_key"), pki.read("other_cert"))
 
-    def https(cert: str, key: str) -> int | str:
-        context = ssl.create_default_context(cadata=files["ca_pem"].decode())
+    def https(ca_pem: bytes, cert: str, key: str) -> int | str:
+        context = ssl.create_default_context(cadata=ca_pem.decode())
         context.load_cert_chain(cert, key)
         conn = http.client.HTTPSConnection("localhost", server.http_port or 0, timeout=5,
                                            context=context)
@@ -414,16 +415,47 @@ def test_reloaded_client_ca_decides_who_gets_in(
         finally:
             conn.close()
 
-    assert _grpc_status(port, files["ca_pem"], ours) == grpc.StatusCode.OK
-    assert _grpc_status(port, files["ca_pem"], stranger) == grpc.StatusCode.UNAVAILABLE
-    assert https(pki.client_cert, pki.client_key) == 200
-    assert https(pki.other_cert, pki.other_key) != 200
-    client_ca.write_bytes(pki.read("other_ca"))
+    def who_gets_in(ca_pem: bytes) -> tuple[bool, bool]:
+        grpc_in = (_grpc_status(port, ca_pem, ours) == grpc.StatusCode.OK,
+                   _grpc_status(port, ca_pem, stranger) == grpc.StatusCode.OK)
+        http_in = (https(ca_pem, pki.client_cert, pki.client_key) == 200,
+                   https(ca_pem, pki.other_cert, pki.other_key) == 200)
+        assert grpc_in == http_in
+        return grpc_in
+
+    assert who_gets_in(files["ca_pem"]) == (True, False)
+    second = rotating()                                  # a new server certificate, same CA
     assert server.reload()
-    assert _grpc_status(port, files["ca_pem"], stranger) == grpc.StatusCode.OK
-    assert _grpc_status(port, files["ca_pem"], ours) == grpc.StatusCode.UNAVAILABLE
-    assert https(pki.other_cert, pki.other_key) == 200
-    assert https(pki.client_cert, pki.client_key) != 200
+    assert who_gets_in(second["ca_pem"]) == (True, False)
+    client_ca.write_bytes(pki.read("other_ca"))
+    caplog.set_level(logging.WARNING, logger="otel_tooleval.serve")
+    assert not server.reload()
+    warnings = [r.getMessage() for r in caplog.records if "not reloaded" in r.getMessage()]
+    assert len(warnings) == 1 and f"--tls-client-ca {client_ca}" in warnings[0]
+    assert "restart" in warnings[0]
+    assert who_gets_in(second["ca_pem"]) == (True, False)
+
+
+def test_files_replaced_during_a_reload_fail_it(
+        rotating: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """Each file is read once and those bytes are checked again: a pair that stops matching
+    between the check of the paths and the read (a rotation half done) fails the reload."""
+    files = rotating()
+    certificates = security.Certificates(load_tls(files["cert"], files["key"], None))
+    assert certificates.reload()
+    checked = security.load_tls
+
+    def torn(cert: str, key: str, client_ca: str | None) -> Any:
+        if "otel-tooleval-tls-" in cert:     # the copies of the bytes read
+            raise ValueError("--tls-key: not the key of --tls-cert")
+        return checked(cert, key, client_ca)
+
+    monkeypatch.setattr(security, "load_tls", torn)
+    caplog.set_level(logging.WARNING, logger="otel_tooleval.serve")
+    assert not certificates.reload()
+    assert "changed while being read; send SIGHUP again" in caplog.text
+    assert certificates.reloads == 1
 
 
 def _raw_export(port: int, metadata: tuple[tuple[str, str], ...], body: bytes,
@@ -530,6 +562,16 @@ def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file
         token_file.write_text("")   # a bad reload keeps the tokens in use
         assert after_sighup(lambda: any("not reloaded" in line for line in lines))
         assert status("fresh-token") == grpc.StatusCode.OK
+        # A burst of SIGHUPs (each arriving while the last reload may still run) then SIGTERM:
+        # the reloads run one after another outside the handler, and serve still drains.
+        token_file.write_text("fresh-token\n")
+        for _ in range(50):
+            process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 10
+        while sum("certificates reloaded from" in line for line in lines) < 3:
+            assert time.monotonic() < deadline, "".join(lines)
+            time.sleep(0.05)
+        assert status("fresh-token") == grpc.StatusCode.OK
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     finally:
@@ -539,10 +581,10 @@ def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file
     assert process.returncode == 0, "".join(lines)
     warning = [line for line in lines if "not reloaded" in line]
     assert len(warning) == 1 and str(token_file) in warning[0] and "fresh" not in warning[0]
-    # SIGHUP re-reads the TLS files too: both times, they loaded
-    assert sum("certificates reloaded from" in line for line in lines) == 2, "".join(lines)
-    assert len(accepted) == 3 and f"{sum(accepted)} spans accepted" in "".join(lines)
-    assert receiver.wait_for(lambda: len(roots(receiver)) == 3 * len(EXPECTED))
+    # SIGHUP re-reads the TLS files too: each time, they loaded
+    assert sum("certificates reloaded from" in line for line in lines) >= 3, "".join(lines)
+    assert len(accepted) == 4 and f"{sum(accepted)} spans accepted" in "".join(lines)
+    assert receiver.wait_for(lambda: len(roots(receiver)) == 4 * len(EXPECTED))
 
 
 # -- HTTP receiver (run once the uvicorn receiver takes the settings: HTTP_WIRED) ---------------

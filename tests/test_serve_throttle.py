@@ -60,13 +60,21 @@ def test_peer_log_names_the_sender_and_marks_the_line_a_refusal() -> None:
         assert log.level == 5                      # uvicorn reads it for its TRACE checks
         log.warning("Invalid HTTP request received.")
         PeerLog(logger, None).warning("Unsupported upgrade request.")
+        try:
+            raise RuntimeError("a bug")
+        except RuntimeError:
+            log.exception("Exception in ASGI application\n")
     finally:
         logger.removeHandler(handler)
     assert [r.getMessage() for r in seen] == [
         "otel-tooleval serve: request from 192.0.2.7: Invalid HTTP request received.",
-        "otel-tooleval serve: request from ?: Unsupported upgrade request."]
-    assert all(RefusalThrottle().filter(r) for r in seen)
+        "otel-tooleval serve: request from ?: Unsupported upgrade request.",
+        "otel-tooleval serve: request from 192.0.2.7: Exception in ASGI application\n"]
     assert seen[0].__dict__["otel_tooleval_refusal"] == "http-protocol"
+    # an error of the receiver is no refusal: never throttled, its traceback kept
+    assert "otel_tooleval_refusal" not in seen[2].__dict__ and seen[2].exc_info
+    throttle = RefusalThrottle(burst=0)
+    assert [throttle.filter(r) for r in seen] == [False, False, True]
 
 
 def _serve_with_junk(connections: int, *extra: str) -> list[str]:

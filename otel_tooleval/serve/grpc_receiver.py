@@ -29,18 +29,18 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
     if port:
         _check_free(host, port, "--grpc")
     gate = _concurrency_gate(app)
+    limit, workers = app.options.max_concurrent_rpcs, app.options.workers
     server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=app.options.workers,
-                                   thread_name_prefix="otel-tooleval-grpc"),
+        _WorkerPool(workers, gate.refuse),
         # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
         # serve, Phoenix) would bind too and the two would share the connections.
         options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
                  ("grpc.so_reuseport", 0), *_limits(app.options)],
         # grpcio's own limit, the backstop: beyond it an RPC is refused RESOURCE_EXHAUSTED
-        # without RetryInfo. The gate refuses (with RetryInfo) from --max-concurrent-rpcs on;
-        # the workers' worth above it leaves room for the gate's refusals, which run in the
-        # pool too.
-        maximum_concurrent_rpcs=app.options.max_concurrent_rpcs + app.options.workers,
+        # without RetryInfo. The gate refuses (with RetryInfo) from --max-concurrent-rpcs on,
+        # and its refusals count as RPCs in progress until answered: the backstop leaves room
+        # for as many refusals at once as exports.
+        maximum_concurrent_rpcs=2 * limit + workers,
         interceptors=[gate] + ([grpc_auth_interceptor(app.tokens)]
                                if app.tokens is not None else []),
     )
@@ -68,6 +68,32 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
     return server, bound
 
 
+class _WorkerPool(futures.ThreadPoolExecutor):
+    """grpcio's worker pool, with the gate's refusals on ``workers`` threads of their own.
+
+    grpcio hands every RPC to one pool, first come first served: a refusal would wait behind
+    the exports admitted before it (up to --max-concurrent-rpcs of them, a few workers at a
+    time), and while it waits it counts as an RPC in progress. A refusal is the gate's
+    ``refuse`` among the arguments grpcio submits (the unary handler's behaviour); where a
+    grpcio release submits otherwise, refusals share the pool, answered later but answered.
+    """
+
+    def __init__(self, workers: int, refuse: Any) -> None:
+        super().__init__(max_workers=workers, thread_name_prefix="otel-tooleval-grpc")
+        self._refuse = refuse
+        self._refusals = futures.ThreadPoolExecutor(
+            max_workers=workers, thread_name_prefix="otel-tooleval-grpc-refuse")
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        if any(arg is self._refuse for arg in args):
+            return self._refusals.submit(fn, *args, **kwargs)
+        return super().submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._refusals.shutdown(wait, cancel_futures=cancel_futures)
+        super().shutdown(wait, cancel_futures=cancel_futures)
+
+
 def _concurrency_gate(app: ToolEvalServer) -> Any:
     """A gRPC server interceptor that refuses an export when ``--max-concurrent-rpcs`` are
     already in progress: RESOURCE_EXHAUSTED with ``RetryInfo`` (``_retry_metadata``), which
@@ -86,17 +112,18 @@ def _concurrency_gate(app: ToolEvalServer) -> Any:
 
     limit = app.options.max_concurrent_rpcs
 
-    def refuse(request: bytes, context: Any) -> bytes:
+    def refuse_call(request: bytes, context: Any) -> bytes:
         app._count("refused_busy")
         message = f"{limit} exports in progress (--max-concurrent-rpcs); retry later"
         context.set_trailing_metadata(_retry_metadata(message))
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         raise AssertionError("not reached: abort raises")
 
-    refusal = grpc.unary_unary_rpc_method_handler(refuse)
+    refusal = grpc.unary_unary_rpc_method_handler(refuse_call)
 
     class ConcurrencyGate(grpc.ServerInterceptor):  # type: ignore[misc]
         server_state: Any = None
+        refuse = staticmethod(refuse_call)
 
         def intercept_service(self, continuation: Any, details: Any) -> Any:
             active = getattr(self.server_state, "active_rpc_count", None)

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
+import time
 
 from .options import ServeOptions
 from .server import ToolEvalServer
+
+#: How often the main thread looks at what the signals asked for.
+_POLL_SECONDS = 0.1
 
 
 def run(options: ServeOptions) -> int:
@@ -21,24 +24,33 @@ def run(options: ServeOptions) -> int:
         print(f"otel-tooleval serve: {exc}", file=sys.stderr)
         server.stop(timeout=1)
         return 2
-    stop = threading.Event()
+    # The signal handlers only note what was asked: a handler runs on the main thread between
+    # two bytecodes, so one that took a lock (an Event's, a reload's, logging's) could wait
+    # forever for a lock the interrupted code holds. The loop below acts on the notes.
+    asked = {"stop": False, "reload": False}
 
     def on_signal(signum: int, frame: object) -> None:
-        stop.set()
+        asked["stop"] = True
+
+    def on_hangup(signum: int, frame: object) -> None:
+        asked["reload"] = True
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     if server.tokens is not None or server.certificates is not None:
         # SIGHUP re-reads --bearer-token-file and the TLS files; a bad file keeps the old
-        signal.signal(signal.SIGHUP, lambda signum, frame: server.reload())
+        signal.signal(signal.SIGHUP, on_hangup)
     where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
              if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
              f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]
     print(f"otel-tooleval serve: listening for {', '.join(w for w in where if w)}; "
           f"forwarding to {options.forward} ({options.forward_protocol}); "
           f"decision wait {options.decision_wait:g} s", file=sys.stderr, flush=True)
-    while not stop.wait(0.5):
-        pass
+    while not asked["stop"]:
+        time.sleep(_POLL_SECONDS)
+        if asked["reload"] and not asked["stop"]:
+            asked["reload"] = False     # SIGHUPs during the reload: one more reload after it
+            server.reload()
     print("otel-tooleval serve: draining", file=sys.stderr, flush=True)
     ok = server.stop()
     stats = server.stats()

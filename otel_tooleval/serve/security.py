@@ -5,7 +5,7 @@ The pieces each receiver needs:
 - ``TlsSettings`` (``--tls-cert``, ``--tls-key``, ``--tls-client-ca``), checked at startup by
   ``load_tls``; ``uvicorn_ssl_options`` turns them into ``uvicorn.Config`` keyword arguments;
   ``Certificates`` gives the gRPC server credentials (mTLS when a client CA is set) and
-  re-reads the files on SIGHUP for both receivers;
+  re-reads the certificate and key on SIGHUP for both receivers;
 - ``TokenStore`` (``--bearer-token-file``): the accepted tokens, compared in constant time,
   re-read on SIGHUP; ``authorized`` is the check a receiver runs on the ``Authorization``
   header (HTTP) or ``authorization`` metadata (gRPC) before it reads a body;
@@ -18,8 +18,10 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import logging
+import os
 import socket
 import ssl
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,12 +131,19 @@ def _grpc_certificates(tls: TlsSettings) -> Any:
 
 class Certificates:
     """The TLS files of a running ``serve``, re-read by ``reload()`` (SIGHUP): new handshakes
-    take the new certificate, key and client CA; connections already open keep theirs.
+    take the new certificate and key; connections already open keep theirs.
 
-    The same three paths are read again (rotate by replacing the files: cert-manager, certbot
-    and Kubernetes secret volumes do), checked as at startup (``load_tls``); a reload that
-    fails keeps the certificates in use and logs one WARNING line naming the flag and the
-    file. Whether clients must present a certificate (``--tls-client-ca``) is set at startup.
+    The same paths are read again (rotate by replacing the files: cert-manager, certbot and
+    Kubernetes secret volumes do), each file once: the bytes read are checked as at startup
+    (``load_tls``) and are what both receivers then load, so a file replaced in the middle of a
+    reload cannot give them a pair that was not checked. A reload that fails keeps the
+    certificates in use and logs one WARNING line naming the flag and the file.
+
+    The client CA (``--tls-client-ca``) is not reloaded: a changed file fails the reload, and a
+    restart takes it. A client that resumes a TLS session made before the change would
+    otherwise get in without its certificate being checked against the new CA (OpenSSL looks
+    a resumed session up in the context the connection started on, and Python cannot turn
+    TLS 1.2 session caching off).
 
     - gRPC: ``grpc_credentials()`` are dynamic credentials whose fetcher, which grpcio calls
       before each new connection's handshake, hands over a reloaded configuration once;
@@ -152,6 +161,8 @@ class Certificates:
         self._grpc_pending: Any = None
         self._lock = threading.Lock()
         self.reloads = 0
+        self._client_ca = (Path(tls.client_ca).read_bytes() if tls.client_ca is not None
+                           else None)
 
     def grpc_credentials(self) -> Any:
         """Server credentials for the gRPC receiver (mTLS with a client CA)."""
@@ -177,10 +188,7 @@ class Certificates:
         failure the ones in use stay, one WARNING line says why, and False is returned."""
         with self._lock:
             try:
-                tls = load_tls(self.tls.cert, self.tls.key, self.tls.client_ca)
-                assert tls is not None
-                grpc_config = _grpc_certificates(tls)
-                http = self.http_builder(tls) if self.http_builder is not None else None
+                grpc_config, http = self._load()
             except (ValueError, OSError, ssl.SSLError) as exc:
                 _log.warning("otel-tooleval serve: certificates not reloaded, the previous "
                              "ones stay: %s", exc)
@@ -189,9 +197,51 @@ class Certificates:
             if http is not None:
                 self.http_context = http
             self.reloads += 1
-        _log.info("otel-tooleval serve: certificates reloaded from %s and %s%s", tls.cert,
-                  tls.key, f" (client CA {tls.client_ca})" if tls.client_ca else "")
+        _log.info("otel-tooleval serve: certificates reloaded from %s and %s", self.tls.cert,
+                  self.tls.key)
         return True
+
+    def _load(self) -> tuple[Any, ssl.SSLContext | None]:
+        """The gRPC configuration and the HTTP context of the files as they are now, each
+        file read once. Raises ValueError naming the flag and the file."""
+        import grpc
+
+        tls = self.tls
+        load_tls(tls.cert, tls.key, tls.client_ca)          # the checks, naming flag and file
+        blobs: dict[str, bytes] = {}
+        for flag, path in (("--tls-cert", tls.cert), ("--tls-key", tls.key)):
+            try:
+                blobs[flag] = Path(path).read_bytes()
+            except OSError as exc:
+                raise ValueError(f"{flag} {path}: cannot be read ({exc.strerror or exc})"
+                                 ) from None
+        if tls.client_ca is not None and Path(tls.client_ca).read_bytes() != self._client_ca:
+            raise ValueError(f"--tls-client-ca {tls.client_ca}: changed, and a new client CA "
+                             "takes a restart (a client resuming an older TLS session would "
+                             "not be checked against it)")
+        http = None
+        with tempfile.TemporaryDirectory(prefix="otel-tooleval-tls-") as where:
+            copies = {flag: str(Path(where) / name) for flag, name in (
+                ("--tls-cert", "cert.pem"), ("--tls-key", "key.pem"))}
+            for flag, copy in copies.items():
+                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+                with os.fdopen(fd, "wb") as handle:
+                    handle.write(blobs[flag])
+            try:
+                load_tls(copies["--tls-cert"], copies["--tls-key"], None)
+            except ValueError:
+                raise ValueError(f"--tls-cert {tls.cert} and --tls-key {tls.key}: changed "
+                                 "while being read; send SIGHUP again") from None
+            if self.http_builder is not None:
+                client_ca = None
+                if self._client_ca is not None:      # the CA loaded at startup, as it was
+                    client_ca = str(Path(where) / "client-ca.pem")
+                    Path(client_ca).write_bytes(self._client_ca)
+                http = self.http_builder(TlsSettings(copies["--tls-cert"], copies["--tls-key"],
+                                                     client_ca))
+        grpc_config = grpc.ssl_server_certificate_configuration(
+            [(blobs["--tls-key"], blobs["--tls-cert"])], root_certificates=self._client_ca)
+        return grpc_config, http
 
 
 # -- bearer tokens ----------------------------------------------------------------------------

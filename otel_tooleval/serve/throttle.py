@@ -70,18 +70,24 @@ class RefusalThrottle(logging.Filter):
 
 
 class PeerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
-    """uvicorn's per-connection logger (``uvicorn.error``) for one connection: its warnings
-    (bytes that are not an HTTP request, an upgrade serve does not do) name the sender, as
-    serve's own refusal lines do, and are throttled with them (kind ``http-protocol``)."""
+    """uvicorn's per-connection logger (``uvicorn.error``) for one connection: its lines name
+    the sender, as serve's own refusal lines do. Its warnings (bytes that are not an HTTP
+    request, an upgrade serve does not do) are throttled with the refusals (kind
+    ``http-protocol``); its errors (an exception in the receiver) are not refusals, and pass
+    whole."""
 
     def __init__(self, logger: logging.Logger, client: Any) -> None:
-        super().__init__(logger, refusal_of("http-protocol"))
+        super().__init__(logger, {})
         self.client = client[0] if client else "?"
 
     @property
     def level(self) -> int:   # uvicorn reads logger.level for its TRACE checks
         return int(self.logger.level)
 
-    def process(self, msg: Any, kwargs: Any) -> tuple[Any, Any]:
-        kwargs["extra"] = {**(kwargs.get("extra") or {}), **refusal_of("http-protocol")}
-        return f"otel-tooleval serve: request from {self.client}: {msg}", kwargs
+    def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
+        if not self.isEnabledFor(level):
+            return
+        if level < logging.ERROR:
+            kwargs["extra"] = {**(kwargs.get("extra") or {}), **refusal_of("http-protocol")}
+        self.logger.log(level, f"otel-tooleval serve: request from {self.client}: {msg}",
+                        *args, **kwargs)

@@ -83,6 +83,9 @@ class Grader:
 
     def evaluate(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         calls = extract(messages)
+        if not (self.minimums if self.mode == "any_order" else self.expected):
+            # agentv: "No tool requirements specified" / "No tool sequence specified"
+            return {"score": 1.0, "verdict": "pass", "assertions": []}
         if self.mode == "any_order":
             return self.any_order(calls)
         if self.mode == "exact":
