@@ -581,6 +581,50 @@ def test_grpc_refusals_do_not_wait_behind_queued_exports(
         channel.close()
 
 
+def test_grpc_a_sender_that_sends_no_body_does_not_hold_up_refusals(
+        serve_factory: Callable[..., ToolEvalServer]) -> None:
+    """A refusal does not wait for the request's body: a call that opens and sends nothing,
+    beyond the limit, is refused at once, and so are the exports after it."""
+    server = serve_factory(max_concurrent_rpcs=1, workers=1)
+    release = threading.Event()
+    export = server.export
+
+    def slow_export(body: bytes, content_type: str) -> tuple[int, str]:
+        release.wait(20)
+        return export(body, content_type)
+
+    server.export = slow_export  # type: ignore[method-assign]
+    channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
+    unary = channel.unary_unary(EXPORT)
+    silence = threading.Event()
+
+    def nothing() -> Iterator[bytes]:
+        silence.wait(20)
+        return
+        yield b""   # a generator that sends no message until released
+
+    try:
+        held = unary.future(_child_spans(1, seed=1), timeout=30)
+        time.sleep(0.5)
+        silent = channel.stream_unary(EXPORT).future(nothing(), timeout=30)
+        started = time.monotonic()
+        with pytest.raises(grpc.RpcError) as refused:
+            silent.result(timeout=5)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        for seed in range(3):
+            with pytest.raises(grpc.RpcError) as refused:
+                unary(_child_spans(1, seed=10 + seed), timeout=5)
+            assert _retry_delay(refused.value) == 1
+        assert time.monotonic() - started < 5
+        release.set()
+        held.result(timeout=20)
+    finally:
+        silence.set()
+        release.set()
+        channel.close()
+    assert server.stats()["refused_busy"] == 4
+
+
 def test_grpc_concurrency_gate_reads_grpcios_count_and_steps_aside_without_it() -> None:
     """The gate refuses from the limit on by grpcio's own count of RPCs in progress; where a
     grpcio release has no such count, it lets every call through (grpcio's limit applies)."""
@@ -588,7 +632,8 @@ def test_grpc_concurrency_gate_reads_grpcios_count_and_steps_aside_without_it() 
 
     from otel_tooleval.serve.grpc_receiver import _concurrency_gate
 
-    app: Any = SimpleNamespace(options=SimpleNamespace(max_concurrent_rpcs=2), _count=print)
+    app: Any = SimpleNamespace(options=SimpleNamespace(max_concurrent_rpcs=2, workers=1),
+                               _count=print)
     gate = _concurrency_gate(app)
 
     def through(details: Any) -> str:
@@ -601,7 +646,10 @@ def test_grpc_concurrency_gate_reads_grpcios_count_and_steps_aside_without_it() 
     assert gate.intercept_service(through, None) == "handler"
     gate.server_state.active_rpc_count = 2
     refusal = gate.intercept_service(through, None)
-    assert refusal != "handler" and refusal.unary_unary is not None
+    # a stream handler (it answers without reading the body) on the gate's own threads
+    assert refusal != "handler" and refusal.stream_unary is not None
+    assert refusal.stream_unary.experimental_thread_pool is gate.pool
+    gate.pool.shutdown()
     # grpcio's own count is where start_grpc finds it
     server = grpc.server(ThreadPoolExecutor(1))
     try:

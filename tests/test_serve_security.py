@@ -384,13 +384,13 @@ def test_reloaded_certificates_serve_new_handshakes_and_a_bad_reload_keeps_them(
     assert server.certificates is not None and server.certificates.reloads == 1
 
 
-def test_a_changed_client_ca_takes_a_restart_and_the_server_certificate_still_rotates(
+def test_a_changed_client_ca_waits_for_a_restart_and_the_certificate_still_rotates(
         pki: Pki, rotating: Callable[..., dict[str, Any]], tmp_path: Path,
         secured: Callable[..., ToolEvalServer], caplog: pytest.LogCaptureFixture) -> None:
     """mTLS: a reload rotates the server certificate with the client CA as it was; a changed
-    client CA fails the reload (a client resuming an older TLS session would skip the new
-    CA's check), the old CA's clients still get in and the new CA's do not, on both
-    receivers."""
+    client CA waits for a restart, with a WARNING (a client resuming an older TLS session
+    would skip the new CA's check): the old CA's clients still get in and the new CA's do
+    not, on both receivers, and the server certificate still rotates."""
     _http_wired()
     files = rotating()
     client_ca = tmp_path / "client-ca.pem"
@@ -428,12 +428,13 @@ def test_a_changed_client_ca_takes_a_restart_and_the_server_certificate_still_ro
     assert server.reload()
     assert who_gets_in(second["ca_pem"]) == (True, False)
     client_ca.write_bytes(pki.read("other_ca"))
+    third = rotating()
     caplog.set_level(logging.WARNING, logger="otel_tooleval.serve")
-    assert not server.reload()
-    warnings = [r.getMessage() for r in caplog.records if "not reloaded" in r.getMessage()]
-    assert len(warnings) == 1 and f"--tls-client-ca {client_ca}" in warnings[0]
-    assert "restart" in warnings[0]
-    assert who_gets_in(second["ca_pem"]) == (True, False)
+    assert server.reload()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and f"--tls-client-ca {client_ca} changed" in warnings[0]
+    assert "until a restart" in warnings[0]
+    assert who_gets_in(third["ca_pem"]) == (True, False)
 
 
 def test_files_replaced_during_a_reload_fail_it(
@@ -447,7 +448,7 @@ def test_files_replaced_during_a_reload_fail_it(
     checked = security.load_tls
 
     def torn(cert: str, key: str, client_ca: str | None) -> Any:
-        if "otel-tooleval-tls-" in cert:     # the copies of the bytes read
+        if cert.startswith("/proc/self/fd/") or "otel-tooleval-tls-" in cert:  # the bytes read
             raise ValueError("--tls-key: not the key of --tls-cert")
         return checked(cert, key, client_ca)
 
@@ -456,6 +457,40 @@ def test_files_replaced_during_a_reload_fail_it(
     assert not certificates.reload()
     assert "changed while being read; send SIGHUP again" in caplog.text
     assert certificates.reloads == 1
+
+
+def test_a_reload_writes_the_key_to_no_disk_and_elsewhere_leaves_no_copy(
+        rotating: Callable[..., dict[str, Any]], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path) -> None:
+    """The bytes read are loaded from anonymous in-memory files (Linux); without
+    ``memfd_create``, from 0600 files in a private temporary directory, removed after."""
+    import tempfile
+
+    files = rotating()
+    certificates = security.Certificates(load_tls(files["cert"], files["key"], None))
+
+    def no_disk(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the key went to a temporary file")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(security.tempfile, "TemporaryDirectory", no_disk)
+        assert certificates.reload()
+    monkeypatch.delattr(os, "memfd_create")
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    made: list[str] = []
+    real = os.open
+
+    def watched(path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
+        if str(path).endswith(".pem"):
+            made.append(f"{path} {mode:o}")
+        return real(path, flags, mode, **kwargs)
+
+    monkeypatch.setattr(security.os, "open", watched)
+    assert certificates.reload()
+    assert len(made) == 2 and all(m.endswith(" 600") for m in made)
+    assert list(scratch.iterdir()) == []
 
 
 def _raw_export(port: int, metadata: tuple[tuple[str, str], ...], body: bytes,

@@ -71,6 +71,7 @@ def test_peer_log_names_the_sender_and_marks_the_line_a_refusal() -> None:
         "otel-tooleval serve: request from ?: Unsupported upgrade request.",
         "otel-tooleval serve: request from 192.0.2.7: Exception in ASGI application\n"]
     assert seen[0].__dict__["otel_tooleval_refusal"] == "http-protocol"
+    assert {r.pathname for r in seen} == {__file__}      # the caller's line, not the adapter's
     # an error of the receiver is no refusal: never throttled, its traceback kept
     assert "otel_tooleval_refusal" not in seen[2].__dict__ and seen[2].exc_info
     throttle = RefusalThrottle(burst=0)

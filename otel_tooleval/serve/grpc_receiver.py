@@ -19,7 +19,8 @@ _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole ser
 
 
 def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
-    """A started grpcio server for ``app`` on ``host:port`` and the port it bound.
+    """A started grpcio server for ``app`` on ``host:port`` and the port it bound. Stop it
+    with ``stop_grpc``.
 
     Raises:
         ListenError: the address cannot be bound.
@@ -30,21 +31,25 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         _check_free(host, port, "--grpc")
     gate = _concurrency_gate(app)
     limit, workers = app.options.max_concurrent_rpcs, app.options.workers
+    pool = futures.ThreadPoolExecutor(max_workers=workers,
+                                      thread_name_prefix="otel-tooleval-grpc")
     server = grpc.server(
-        _WorkerPool(workers, gate.refuse),
+        pool,
         # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
         # serve, Phoenix) would bind too and the two would share the connections.
         options=[("grpc.max_receive_message_length", app.options.max_body_bytes),
                  ("grpc.so_reuseport", 0), *_limits(app.options)],
         # grpcio's own limit, the backstop: beyond it an RPC is refused RESOURCE_EXHAUSTED
         # without RetryInfo. The gate refuses (with RetryInfo) from --max-concurrent-rpcs on,
-        # and its refusals count as RPCs in progress until answered: the backstop leaves room
-        # for as many refusals at once as exports.
+        # and its refusals count as RPCs in progress until answered (at once: they read no
+        # body and have threads of their own): the backstop leaves room for as many
+        # refusals at once as exports.
         maximum_concurrent_rpcs=2 * limit + workers,
         interceptors=[gate] + ([grpc_auth_interceptor(app.tokens)]
                                if app.tokens is not None else []),
     )
     gate.server_state = getattr(server, "_state", None)
+    server.otel_tooleval_pools = (pool, gate.pool)
 
     def export(body: bytes, context: Any) -> bytes:
         return _grpc_export(app, body, context)
@@ -61,37 +66,19 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
     except RuntimeError:   # newer grpcio raises "Failed to bind", older ones return 0
         bound = 0
     if not bound:
-        server.stop(None)
+        stop_grpc(server, None)
         raise ListenError(host, port, "--grpc", "the gRPC server could not bind it; "
                           "GRPC_VERBOSITY=debug tells why")
     server.start()
     return server, bound
 
 
-class _WorkerPool(futures.ThreadPoolExecutor):
-    """grpcio's worker pool, with the gate's refusals on ``workers`` threads of their own.
-
-    grpcio hands every RPC to one pool, first come first served: a refusal would wait behind
-    the exports admitted before it (up to --max-concurrent-rpcs of them, a few workers at a
-    time), and while it waits it counts as an RPC in progress. A refusal is the gate's
-    ``refuse`` among the arguments grpcio submits (the unary handler's behaviour); where a
-    grpcio release submits otherwise, refusals share the pool, answered later but answered.
-    """
-
-    def __init__(self, workers: int, refuse: Any) -> None:
-        super().__init__(max_workers=workers, thread_name_prefix="otel-tooleval-grpc")
-        self._refuse = refuse
-        self._refusals = futures.ThreadPoolExecutor(
-            max_workers=workers, thread_name_prefix="otel-tooleval-grpc-refuse")
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        if any(arg is self._refuse for arg in args):
-            return self._refusals.submit(fn, *args, **kwargs)
-        return super().submit(fn, *args, **kwargs)
-
-    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
-        self._refusals.shutdown(wait, cancel_futures=cancel_futures)
-        super().shutdown(wait, cancel_futures=cancel_futures)
+def stop_grpc(server: Any, grace: float | None) -> None:
+    """Stop a server of ``start_grpc``: RPCs in flight get ``grace`` seconds; then its
+    worker threads are let go (grpcio does not shut its pools down)."""
+    server.stop(grace).wait(None if grace is None else grace + 1)
+    for pool in getattr(server, "otel_tooleval_pools", ()):
+        pool.shutdown(wait=False, cancel_futures=True)
 
 
 def _concurrency_gate(app: ToolEvalServer) -> Any:
@@ -111,19 +98,27 @@ def _concurrency_gate(app: ToolEvalServer) -> Any:
     import grpc
 
     limit = app.options.max_concurrent_rpcs
+    pool = futures.ThreadPoolExecutor(max_workers=app.options.workers,
+                                      thread_name_prefix="otel-tooleval-grpc-refuse")
 
-    def refuse_call(request: bytes, context: Any) -> bytes:
+    def refuse_call(requests: Any, context: Any) -> bytes:
         app._count("refused_busy")
         message = f"{limit} exports in progress (--max-concurrent-rpcs); retry later"
         context.set_trailing_metadata(_retry_metadata(message))
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         raise AssertionError("not reached: abort raises")
 
-    refusal = grpc.unary_unary_rpc_method_handler(refuse_call)
+    # A refusal answers without waiting for the request's body (a stream handler that does
+    # not read it: a unary handler runs only once the whole body is in, so a sender that
+    # sends none would hold a thread), on threads of its own: grpcio runs every RPC in one
+    # first-come pool, where a refusal would wait behind the exports admitted before it.
+    # ``experimental_thread_pool`` is grpcio's hook for that (1.60 and later).
+    refuse_call.experimental_thread_pool = pool  # type: ignore[attr-defined]
+    refusal = grpc.stream_unary_rpc_method_handler(refuse_call)
 
     class ConcurrencyGate(grpc.ServerInterceptor):  # type: ignore[misc]
         server_state: Any = None
-        refuse = staticmethod(refuse_call)
+        pool: Any = None
 
         def intercept_service(self, continuation: Any, details: Any) -> Any:
             active = getattr(self.server_state, "active_rpc_count", None)
@@ -131,7 +126,9 @@ def _concurrency_gate(app: ToolEvalServer) -> Any:
                 return refusal
             return continuation(details)
 
-    return ConcurrencyGate()
+    gate = ConcurrencyGate()
+    gate.pool = pool
+    return gate
 
 
 def _limits(options: ServeOptions) -> list[tuple[str, int]]:

@@ -15,6 +15,7 @@ The pieces each receiver needs:
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -23,6 +24,7 @@ import socket
 import ssl
 import tempfile
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -139,11 +141,11 @@ class Certificates:
     reload cannot give them a pair that was not checked. A reload that fails keeps the
     certificates in use and logs one WARNING line naming the flag and the file.
 
-    The client CA (``--tls-client-ca``) is not reloaded: a changed file fails the reload, and a
-    restart takes it. A client that resumes a TLS session made before the change would
-    otherwise get in without its certificate being checked against the new CA (OpenSSL looks
-    a resumed session up in the context the connection started on, and Python cannot turn
-    TLS 1.2 session caching off).
+    The client CA (``--tls-client-ca``) is not reloaded: the one loaded at startup stays, with
+    a WARNING when its file has changed, until a restart takes it. A client that resumes a TLS
+    session made before a change would otherwise get in without its certificate being checked
+    against the new CA (OpenSSL looks a resumed session up in the context the connection
+    started on, and Python cannot turn TLS 1.2 session caching off).
 
     - gRPC: ``grpc_credentials()`` are dynamic credentials whose fetcher, which grpcio calls
       before each new connection's handshake, hands over a reloaded configuration once;
@@ -202,46 +204,71 @@ class Certificates:
         return True
 
     def _load(self) -> tuple[Any, ssl.SSLContext | None]:
-        """The gRPC configuration and the HTTP context of the files as they are now, each
-        file read once. Raises ValueError naming the flag and the file."""
+        """The gRPC configuration and the HTTP context of the certificate and key as they
+        are now, each file read once, with the client CA loaded at startup. Raises ValueError
+        naming the flag and the file."""
         import grpc
 
         tls = self.tls
-        load_tls(tls.cert, tls.key, tls.client_ca)          # the checks, naming flag and file
-        blobs: dict[str, bytes] = {}
-        for flag, path in (("--tls-cert", tls.cert), ("--tls-key", tls.key)):
+        load_tls(tls.cert, tls.key, None)           # the checks, naming flag and file
+        blobs = {flag: _read(flag, path) for flag, path in (("--tls-cert", tls.cert),
+                                                            ("--tls-key", tls.key))}
+        if tls.client_ca is not None and self._client_ca is not None and _read(
+                "--tls-client-ca", tls.client_ca) != self._client_ca:
+            _log.warning("otel-tooleval serve: --tls-client-ca %s changed: the client CA "
+                         "loaded at startup stays until a restart (a client resuming an "
+                         "older TLS session would not be checked against a new one)",
+                         tls.client_ca)
+        with _private_files(blobs["--tls-cert"], blobs["--tls-key"],
+                            self._client_ca) as (cert, key, client_ca):
             try:
-                blobs[flag] = Path(path).read_bytes()
-            except OSError as exc:
-                raise ValueError(f"{flag} {path}: cannot be read ({exc.strerror or exc})"
-                                 ) from None
-        if tls.client_ca is not None and Path(tls.client_ca).read_bytes() != self._client_ca:
-            raise ValueError(f"--tls-client-ca {tls.client_ca}: changed, and a new client CA "
-                             "takes a restart (a client resuming an older TLS session would "
-                             "not be checked against it)")
-        http = None
-        with tempfile.TemporaryDirectory(prefix="otel-tooleval-tls-") as where:
-            copies = {flag: str(Path(where) / name) for flag, name in (
-                ("--tls-cert", "cert.pem"), ("--tls-key", "key.pem"))}
-            for flag, copy in copies.items():
-                fd = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(blobs[flag])
-            try:
-                load_tls(copies["--tls-cert"], copies["--tls-key"], None)
+                load_tls(cert, key, None)
             except ValueError:
                 raise ValueError(f"--tls-cert {tls.cert} and --tls-key {tls.key}: changed "
                                  "while being read; send SIGHUP again") from None
-            if self.http_builder is not None:
-                client_ca = None
-                if self._client_ca is not None:      # the CA loaded at startup, as it was
-                    client_ca = str(Path(where) / "client-ca.pem")
-                    Path(client_ca).write_bytes(self._client_ca)
-                http = self.http_builder(TlsSettings(copies["--tls-cert"], copies["--tls-key"],
-                                                     client_ca))
+            http = (self.http_builder(TlsSettings(cert, key, client_ca))
+                    if self.http_builder is not None else None)
         grpc_config = grpc.ssl_server_certificate_configuration(
             [(blobs["--tls-key"], blobs["--tls-cert"])], root_certificates=self._client_ca)
         return grpc_config, http
+
+
+def _read(flag: str, path: str) -> bytes:
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{flag} {path}: cannot be read ({exc.strerror or exc})") from None
+
+
+@contextlib.contextmanager
+def _private_files(cert: bytes, key: bytes, client_ca: bytes | None
+                   ) -> Iterator[tuple[str, str, str | None]]:
+    """Paths that read as these bytes, for the loaders that take only paths (OpenSSL's):
+    anonymous in-memory files (``memfd_create``, Linux) where there are, so that the key never
+    touches a disk; elsewhere 0600 files in a private temporary directory, removed on exit."""
+    blobs = [cert, key] + ([client_ca] if client_ca is not None else [])
+    if hasattr(os, "memfd_create"):
+        fds = []
+        try:
+            for blob in blobs:
+                fd = os.memfd_create("otel-tooleval-tls", os.MFD_CLOEXEC)
+                fds.append(fd)
+                os.write(fd, blob)
+            paths = [f"/proc/self/fd/{fd}" for fd in fds]
+            yield paths[0], paths[1], paths[2] if client_ca is not None else None
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return
+    with tempfile.TemporaryDirectory(prefix="otel-tooleval-tls-") as where:
+        paths = []
+        for name, blob in zip(("cert.pem", "key.pem", "client-ca.pem"), blobs):
+            path = os.path.join(where, name)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(blob)
+            paths.append(path)
+        yield paths[0], paths[1], paths[2] if client_ca is not None else None
 
 
 # -- bearer tokens ----------------------------------------------------------------------------

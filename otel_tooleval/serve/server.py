@@ -17,7 +17,7 @@ from ..sessions.model import SessionReport
 from ..tail import TailGrader
 from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
-from .grpc_receiver import start_grpc
+from .grpc_receiver import start_grpc, stop_grpc
 from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
 from .security import Certificates, TokenStore, load_tls
@@ -155,7 +155,7 @@ class ToolEvalServer:
             # Requests cut at ``grace`` whose bodies were already being decoded finish first.
             http.begin_close(grace, hard=max(deadline - time.monotonic() - grace, 0.0))
         if self._grpc_server is not None:
-            self._grpc_server.stop(grace).wait(grace + 1)
+            stop_grpc(self._grpc_server, grace)
             self._grpc_server = None
         if http is not None:
             http.wait_closed(max(deadline - time.monotonic(), 0.0) + 1.0)

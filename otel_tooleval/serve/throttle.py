@@ -87,7 +87,9 @@ class PeerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
     def log(self, level: int, msg: Any, *args: Any, **kwargs: Any) -> None:
         if not self.isEnabledFor(level):
             return
-        if level < logging.ERROR:
+        if logging.WARNING <= level < logging.ERROR:   # not uvicorn's TRACE or DEBUG lines
             kwargs["extra"] = {**(kwargs.get("extra") or {}), **refusal_of("http-protocol")}
+        # The record names uvicorn's line that logged, not this frame.
+        kwargs["stacklevel"] = kwargs.get("stacklevel", 1) + 1
         self.logger.log(level, f"otel-tooleval serve: request from {self.client}: {msg}",
                         *args, **kwargs)
