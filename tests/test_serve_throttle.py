@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -78,9 +79,9 @@ def test_peer_log_names_the_sender_and_marks_the_line_a_refusal() -> None:
     assert [throttle.filter(r) for r in seen] == [False, False, True]
 
 
-def _serve_with_junk(connections: int, *extra: str) -> list[str]:
+def _serve_with_junk(connections: int, *extra: str, hangup: bool = False) -> list[str]:
     """``otel-tooleval serve`` (HTTP only) sent ``connections`` connections of bytes that are
-    not HTTP; its stderr lines once it has stopped."""
+    not HTTP (and a SIGHUP first, with ``hangup``); its stderr lines once it has stopped."""
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     process = subprocess.Popen(
@@ -96,6 +97,10 @@ def _serve_with_junk(connections: int, *extra: str) -> list[str]:
         while not any("listening for" in line for line in lines):
             assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
             time.sleep(0.05)
+        if hangup:      # nothing to reload: serve keeps serving (and drains at SIGTERM)
+            process.send_signal(signal.SIGHUP)
+            time.sleep(0.5)
+            assert process.poll() is None, "".join(lines)
         for _ in range(connections):
             with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
                 sock.sendall(b"\x16\x03\x01 not http\r\n\r\n")   # a TLS hello, say
@@ -119,5 +124,7 @@ def test_a_flood_of_junk_connections_is_logged_a_few_lines_a_minute() -> None:
 
 
 def test_log_level_error_silences_uvicorns_warnings_too() -> None:
-    lines = _serve_with_junk(3, "--log-level", "error")
+    # and a SIGHUP to a serve without tokens or TLS is harmless: it still drains at the end
+    lines = _serve_with_junk(3, "--log-level", "error", hangup=True)
+    assert "otel-tooleval serve: stopped;" in "".join(lines)
     assert not [line for line in lines if "Invalid HTTP" in line or "not logged" in line], lines

@@ -37,9 +37,9 @@ def run(options: ServeOptions) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    if server.tokens is not None or server.certificates is not None:
-        # SIGHUP re-reads --bearer-token-file and the TLS files; a bad file keeps the old
-        signal.signal(signal.SIGHUP, on_hangup)
+    # SIGHUP re-reads --bearer-token-file and the TLS files (a bad file keeps the old); with
+    # neither, it does nothing: by default it would end the process without a drain.
+    signal.signal(signal.SIGHUP, on_hangup)
     where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
              if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
              f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]

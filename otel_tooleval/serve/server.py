@@ -113,7 +113,8 @@ class ToolEvalServer:
 
     def reload(self) -> bool:
         """What SIGHUP does: re-read the bearer token file and the TLS files, each kept as it
-        was when its files do not load (one WARNING line says why). True when all reloaded."""
+        was when its files do not load (one WARNING line says why). True when all reloaded
+        (and when there is nothing to reload)."""
         ok = True
         if self.tokens is not None:
             ok = self.tokens.reload() and ok
