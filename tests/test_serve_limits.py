@@ -505,27 +505,34 @@ def _retry_delay(error: Any) -> int:
     return int(retry.retry_delay.seconds)
 
 
+def _held_exports(server: ToolEvalServer) -> tuple[threading.Event, threading.Semaphore]:
+    """Makes ``server``'s exports wait until the event returned is set (20 s at most); the
+    semaphore is released once by each export as it starts waiting."""
+    release = threading.Event()
+    running = threading.Semaphore(0)
+    export = server.export
+
+    def held_export(body: bytes, content_type: str) -> tuple[int, str]:
+        running.release()
+        release.wait(20)
+        return export(body, content_type)
+
+    server.export = held_export  # type: ignore[method-assign]
+    return release, running
+
+
 def test_grpc_concurrent_rpcs_beyond_the_limit_get_resource_exhausted_with_retry_info(
         serve_factory: Callable[..., ToolEvalServer]) -> None:
     """Beyond --max-concurrent-rpcs an export is refused RESOURCE_EXHAUSTED with RetryInfo,
     which the collector's exporter needs to retry it rather than drop the spans; and the
     retry goes through once the exports in progress are done."""
     server = serve_factory(max_concurrent_rpcs=1)
-    release = threading.Event()
-    entered = threading.Event()
-    export = server.export
-
-    def slow_export(body: bytes, content_type: str) -> tuple[int, str]:
-        entered.set()
-        release.wait(10)
-        return export(body, content_type)
-
-    server.export = slow_export  # type: ignore[method-assign]
+    release, running = _held_exports(server)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     call = channel.unary_unary(EXPORT)
     try:
         first = call.future(_child_spans(1, seed=1), timeout=10)
-        assert entered.wait(5)
+        assert running.acquire(timeout=5)
         for _ in range(3):
             with pytest.raises(grpc.RpcError) as refused:
                 call(_child_spans(1, seed=2), timeout=5)
@@ -548,16 +555,7 @@ def test_grpc_refusals_do_not_wait_behind_queued_exports(
     at once and with RetryInfo, not after the queued exports (grpcio's one FIFO pool), and
     none is grpcio's own refusal without RetryInfo."""
     server = serve_factory(max_concurrent_rpcs=4, workers=2)
-    release = threading.Event()
-    running = threading.Semaphore(0)
-    export = server.export
-
-    def slow_export(body: bytes, content_type: str) -> tuple[int, str]:
-        running.release()
-        release.wait(20)
-        return export(body, content_type)
-
-    server.export = slow_export  # type: ignore[method-assign]
+    release, running = _held_exports(server)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     call = channel.unary_unary(EXPORT)
     try:
@@ -586,14 +584,7 @@ def test_grpc_a_sender_that_sends_no_body_does_not_hold_up_refusals(
     """A refusal does not wait for the request's body: a call that opens and sends nothing,
     beyond the limit, is refused at once, and so are the exports after it."""
     server = serve_factory(max_concurrent_rpcs=1, workers=1)
-    release = threading.Event()
-    export = server.export
-
-    def slow_export(body: bytes, content_type: str) -> tuple[int, str]:
-        release.wait(20)
-        return export(body, content_type)
-
-    server.export = slow_export  # type: ignore[method-assign]
+    release, running = _held_exports(server)
     channel = grpc.insecure_channel(f"127.0.0.1:{server.grpc_port}")
     unary = channel.unary_unary(EXPORT)
     silence = threading.Event()
@@ -605,7 +596,7 @@ def test_grpc_a_sender_that_sends_no_body_does_not_hold_up_refusals(
 
     try:
         held = unary.future(_child_spans(1, seed=1), timeout=30)
-        time.sleep(0.5)
+        assert running.acquire(timeout=5)
         silent = channel.stream_unary(EXPORT).future(nothing(), timeout=30)
         started = time.monotonic()
         with pytest.raises(grpc.RpcError) as refused:
