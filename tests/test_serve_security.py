@@ -13,8 +13,6 @@ import logging
 import os
 import signal
 import ssl
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -43,6 +41,7 @@ from otel_tooleval.serve.security import (
     uvicorn_ssl_options,
 )
 from tests.support.otlp_receiver import OtlpReceiver
+from tests.support.serve_process import serve_process
 from tests.test_serve import CONFIG, EXPECTED, _free_port, body_of, demo_spans, roots
 
 HTTP_WIRED = True   # the HTTP receiver takes the TLS settings and the token check
@@ -545,28 +544,9 @@ def test_grpc_bearer_token_over_plaintext_on_loopback(
                        body) == grpc.StatusCode.OK
 
 
-def _wait_ready_line(process: subprocess.Popen[str], lines: list[str]) -> None:
-    deadline = time.monotonic() + 30
-    while not any("listening for" in line for line in lines):
-        assert process.poll() is None, "".join(lines)
-        assert time.monotonic() < deadline, "serve did not start"
-        time.sleep(0.05)
-
-
-def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file: Path, receiver: OtlpReceiver
-                                       ) -> None:
+def test_sighup_reloads_the_token_file_and_the_certificates(
+        pki: Pki, token_file: Path, receiver: OtlpReceiver) -> None:
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", str(CONFIG),
-         "--grpc", f"127.0.0.1:{port}", "--http", "off", "--forward", receiver.http_endpoint,
-         "--decision-wait", "0.2", "--tls-cert", pki.cert, "--tls-key", pki.key,
-         "--bearer-token-file", str(token_file)],
-        env=env, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")),
-                              daemon=True)   # type: ignore[union-attr]
-    reader.start()
     credentials = grpc.ssl_channel_credentials(pki.read("ca"))
     accepted: list[int] = []
 
@@ -587,8 +567,11 @@ def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file
             time.sleep(0.05)
         return True
 
-    try:
-        _wait_ready_line(process, lines)
+    with serve_process(
+            "--config", str(CONFIG), "--grpc", f"127.0.0.1:{port}", "--http", "off",
+            "--forward", receiver.http_endpoint, "--decision-wait", "0.2", "--tls-cert",
+            pki.cert, "--tls-key", pki.key, "--bearer-token-file", str(token_file)
+    ) as (process, lines):
         assert status("alpha-token-1") == grpc.StatusCode.OK
         assert status("fresh-token") == grpc.StatusCode.UNAUTHENTICATED
         token_file.write_text("fresh-token\n")
@@ -609,10 +592,6 @@ def test_sighup_reloads_the_token_file_and_the_certificates(pki: Pki, token_file
         assert status("fresh-token") == grpc.StatusCode.OK
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    reader.join(5)
     assert process.returncode == 0, "".join(lines)
     warning = [line for line in lines if "not reloaded" in line]
     assert len(warning) == 1 and str(token_file) in warning[0] and "fresh" not in warning[0]

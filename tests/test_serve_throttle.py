@@ -4,15 +4,12 @@ bad connections cannot flood the log (otel_tooleval/serve/throttle.py)."""
 from __future__ import annotations
 
 import logging
-import os
 import signal
 import socket
-import subprocess
-import sys
-import threading
 import time
 
 from otel_tooleval.serve.throttle import PeerLog, RefusalThrottle, refusal_of
+from tests.support.serve_process import serve_process
 from tests.test_serve import CONFIG, _free_port
 
 
@@ -83,20 +80,8 @@ def _serve_with_junk(connections: int, *extra: str, hangup: bool = False) -> lis
     """``otel-tooleval serve`` (HTTP only) sent ``connections`` connections of bytes that are
     not HTTP (and a SIGHUP first, with ``hangup``); its stderr lines once it has stopped."""
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config", str(CONFIG),
-         "--grpc", "off", "--http", f"127.0.0.1:{port}", "--forward", "none", *extra],
-        env=env, stderr=subprocess.PIPE, text=True)
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")),
-                              daemon=True)   # type: ignore[union-attr]
-    reader.start()
-    try:
-        deadline = time.monotonic() + 30
-        while not any("listening for" in line for line in lines):
-            assert process.poll() is None and time.monotonic() < deadline, "".join(lines)
-            time.sleep(0.05)
+    with serve_process("--config", str(CONFIG), "--grpc", "off", "--http", f"127.0.0.1:{port}",
+                       "--forward", "none", *extra) as (process, lines):
         if hangup:      # nothing to reload: serve keeps serving (and drains at SIGTERM)
             process.send_signal(signal.SIGHUP)
             time.sleep(0.5)
@@ -107,10 +92,6 @@ def _serve_with_junk(connections: int, *extra: str, hangup: bool = False) -> lis
                 sock.recv(1024)                                  # the 400, or the close
         process.terminate()
         process.wait(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    reader.join(5)
     assert process.returncode == 0, "".join(lines)
     return lines
 
