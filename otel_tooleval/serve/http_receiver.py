@@ -242,8 +242,8 @@ class HttpReceiver:
         limits = ConnectionLimits(options.read_timeout, options.max_connections,
                                   options.peer_share(), app._count)
         self.config = uvicorn.Config(
-            self.asgi, http="h11", ws="none", lifespan="off", interface="asgi3", log_config=None, access_log=False,
-            proxy_headers=False, server_header=False, backlog=options.backlog,
+            self.asgi, http="h11", ws="none", lifespan="off", interface="asgi3", log_config=None,
+            access_log=False, proxy_headers=False, server_header=False, backlog=options.backlog,
             timeout_keep_alive=options.idle_timeout,  # type: ignore[arg-type]
             h11_max_incomplete_event_size=_MAX_HEADER_BYTES, **uvicorn_ssl_options(app.tls))
         certificates = app.certificates

@@ -73,7 +73,6 @@ class ServeOptions:
     max_concurrent_rpcs: int = 128   # gRPC: beyond, RESOURCE_EXHAUSTED with RetryInfo
     max_connection_age: float = 0.0   # gRPC: a connection is asked to go after this; 0: never
 
-
     def peer_share(self) -> int:
         """``max_connections_per_peer``, or its default: a quarter of ``max_connections``."""
         if self.max_connections_per_peer is not None:
@@ -143,8 +142,8 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
                  "workers"):
         if extra.get(name, 1) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
-    if extra.get("max_connections_per_peer") is not None and extra[
-            "max_connections_per_peer"] < 1:
+    per_peer = extra.get("max_connections_per_peer")
+    if per_peer is not None and per_peer < 1:
         raise ValueError("--max-connections-per-peer: must be at least 1")
     if extra.get("max_connection_age", 0.0) < 0:
         raise ValueError("--max-connection-age: must not be negative (0: no limit)")
