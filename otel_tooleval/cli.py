@@ -297,6 +297,7 @@ def _serve_logged(args: argparse.Namespace) -> int:
             bearer_token_file=args.bearer_token_file, insecure_bind=args.insecure_bind,
             forward_timeout=args.forward_timeout, forward_workers=args.forward_workers,
             idle_timeout=args.idle_timeout, max_connections=args.max_connections,
+            max_connections_per_peer=args.max_connections_per_peer,
             backlog=args.backlog, max_inflight_bytes=args.max_inflight_bytes,
             max_concurrent_rpcs=args.max_concurrent_rpcs,
             max_connection_age=args.max_connection_age, workers=args.workers)
@@ -444,6 +445,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-connections", type=int, default=1024, metavar="N",
                        help="HTTP connections open at once; the requests of those beyond are "
                             "answered 503 with Retry-After (default 1024)")
+    serve.add_argument("--max-connections-per-peer", type=int, metavar="N",
+                       help="HTTP connections one client address (IPv6: its /64) may hold "
+                            "open at once, TLS handshakes included; those beyond are closed "
+                            "unanswered (default: a quarter of --max-connections)")
     serve.add_argument("--backlog", type=int, default=2048, metavar="N",
                        help="listen backlog of the HTTP socket (default 2048)")
     serve.add_argument("--max-inflight-bytes", type=int, default=64 * 1024 * 1024, metavar="N",

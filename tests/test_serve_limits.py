@@ -399,7 +399,7 @@ def test_a_connection_that_sends_nothing_is_closed_at_the_deadline(
 
 def test_connection_cap_answers_503_with_retry_after(
         serve_factory: Callable[..., ToolEvalServer]) -> None:
-    server = serve_factory(max_connections=3)
+    server = serve_factory(max_connections=3, max_connections_per_peer=4)   # all from one peer
     port = server.http_port or 0
     held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(3)]
     time.sleep(0.2)

@@ -233,17 +233,17 @@ class HttpReceiver:
     def __init__(self, app: ToolEvalServer, sock: socket.socket) -> None:
         import uvicorn
 
-        from .http_connection import _connection_class, _Server
+        from .http_connection import ConnectionLimits, _Server
 
         options = app.options
         self.pool = ThreadPoolExecutor(max_workers=options.workers,
                                        thread_name_prefix="otel-tooleval-http")
         self.asgi = _OtlpHttpApp(app, self.pool)
+        limits = ConnectionLimits(options.read_timeout, options.max_connections,
+                                  options.peer_share(), app._count)
         self.config = uvicorn.Config(
-            self.asgi, http=_connection_class(options.read_timeout, options.max_connections,
-                                              lambda: app._count("refused_connections")),
-            ws="none", lifespan="off", interface="asgi3", log_config=None, access_log=False,
-            proxy_headers=False, server_header=False, backlog=options.backlog,
+            self.asgi, http="h11", ws="none", lifespan="off", interface="asgi3", log_config=None,
+            access_log=False, proxy_headers=False, server_header=False, backlog=options.backlog,
             timeout_keep_alive=options.idle_timeout,  # type: ignore[arg-type]
             h11_max_incomplete_event_size=_MAX_HEADER_BYTES, **uvicorn_ssl_options(app.tls))
         certificates = app.certificates
@@ -261,7 +261,7 @@ class HttpReceiver:
                 certfile=tls.cert, keyfile=tls.key, password=None,
                 ssl_version=config.ssl_version, cert_reqs=config.ssl_cert_reqs,
                 ca_certs=tls.client_ca, ciphers=config.ssl_ciphers)
-        self.server = _Server(self.config)
+        self.server = _Server(self.config, limits)
         self.sock = sock
         self.port = int(sock.getsockname()[1])
         self._started = threading.Event()

@@ -65,12 +65,19 @@ class ServeOptions:
     # Connection limits (docs/serve.md, "Limits").
     idle_timeout: float = 60.0   # an idle keep-alive HTTP connection; an idle gRPC connection
     max_connections: int = 1024   # HTTP: beyond, each request is answered 503 + Retry-After
+    # HTTP connections of one client address (IPv6: its /64), TLS handshakes included; beyond,
+    # closed at once. None: a quarter of max_connections (see peer_share).
+    max_connections_per_peer: int | None = None
     backlog: int = 2048   # listen backlog of the HTTP socket
     max_inflight_bytes: int = 64 * 1024 * 1024   # HTTP bodies being read and decoded at once
     max_concurrent_rpcs: int = 128   # gRPC: beyond, RESOURCE_EXHAUSTED with RetryInfo
     max_connection_age: float = 0.0   # gRPC: a connection is asked to go after this; 0: never
 
-
+    def peer_share(self) -> int:
+        """``max_connections_per_peer``, or its default: a quarter of ``max_connections``."""
+        if self.max_connections_per_peer is not None:
+            return self.max_connections_per_peer
+        return max(1, self.max_connections // 4)
 
 
 class ListenError(OSError):
@@ -135,6 +142,9 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
                  "workers"):
         if extra.get(name, 1) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
+    per_peer = extra.get("max_connections_per_peer")
+    if per_peer is not None and per_peer < 1:
+        raise ValueError("--max-connections-per-peer: must be at least 1")
     if extra.get("max_connection_age", 0.0) < 0:
         raise ValueError("--max-connection-age: must not be negative (0: no limit)")
     if http and importlib.util.find_spec("uvicorn") is None:
