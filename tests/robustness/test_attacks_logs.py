@@ -126,3 +126,40 @@ def test_escaping_formatter_makes_every_record_one_safe_line() -> None:
     text = formatter.format(record("failed", exc=True))
     assert text.startswith("failed\nTraceback (most recent call last):\n"), text
     assert text.endswith("ValueError: bad \\x1b[2J value") and "\x1b" not in text
+
+
+# -- JSON reports: C1 controls and bidi characters as \uXXXX, the same values ------------------
+
+HOSTILE = "sup\x9b31m\x7fport\u202e\u2066x\u2069\u2028\x1b[0m\x85"
+
+
+@pytest.mark.parametrize("command", [["grade", "-c", "{config}", "--format", "json",
+                                      "--include-calls", "--allow-input-problems"],
+                                     ["inspect", "--format", "json"]])
+def test_json_reports_escape_c1_controls_and_bidi_characters(
+        command: list[str], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from otel_tooleval.cli import main
+
+    source = Path(__file__).parents[1] / "data" / "files" / "traces.otlp.json"
+    text = source.read_text()
+    assert text.count('"support"') == 1 and text.count('"refund"') == 1
+    trace = tmp_path / "hostile.otlp.json"   # an agent name and a tool name of the attacker's
+    hostile = json.dumps(HOSTILE)
+    trace.write_text(text.replace('"support"', hostile).replace('"refund"', hostile))
+    config = tmp_path / "graders.yaml"
+    config.write_text("graders:\n  - {name: any, type: tool-calls, config: {required: ['.']}}\n")
+    main([command[0], str(trace), *[a.format(config=config) for a in command[1:]]])
+    out = capsys.readouterr().out
+    assert not [c for c in out if c in "\x7f\x85\x9b\u202e\u2066\u2069\u2028\x1b"], ascii(out)
+    assert "\\u009b31m\\u007fport\\u202e\\u2066x\\u2069\\u2028\\u001b[0m\\u0085" in out
+    assert _strings(json.loads(out)).count(HOSTILE) >= 2   # valid, with the same values
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        value = [*value, *value.values()]
+    return [s for v in value for s in _strings(v)] if isinstance(value, list) else []
