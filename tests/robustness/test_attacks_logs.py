@@ -63,7 +63,7 @@ def test_forwarder_drain_returns_at_its_deadline_and_counts_what_it_gave_up() ->
         took = time.monotonic() - began
     finally:
         hop.close()
-    assert took < 0.9, took                  # the stuck workers are not waited for
+    assert took < 1.4, took   # the stuck workers are not waited for (before: 2.5 s)
     assert forwarder.undelivered == {"queued": 3 + 4 + 5, "in_flight": 1 + 2}
     assert forwarder.counts["forward_failed_spans"] == 15
     assert forwarder.counts["forwarded_spans"] == 0 and forwarder.queued_bytes == 0
