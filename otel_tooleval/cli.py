@@ -247,18 +247,24 @@ def _serve_logging(level: str) -> Iterator[None]:
     """Log records of the package (serve's one line per graded run at INFO, problems at
     WARNING and above) to stderr as bare messages, as the other serve lines are printed;
     uvicorn's warnings (``uvicorn.error``: bytes that are not HTTP, named by sender) the same
-    way, under the same level. Refusal lines are throttled (``serve.throttle``), and a last
-    line says how many were left out."""
+    way, under the same level, and other libraries' warnings (the OTel SDK's exporters) as
+    Python's last-resort handler would print them. Every line has its control and bidi
+    characters escaped (``serve.log_lines``); refusal and forwarding-failure lines are
+    throttled (``serve.throttle``), and a last line says how many were left out."""
+    from .serve.log_lines import EscapingFormatter
     from .serve.throttle import RefusalThrottle
 
+    root = logging.getLogger()
     package = logging.getLogger("otel_tooleval")
     uvicorn_log = logging.getLogger("uvicorn.error")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setFormatter(EscapingFormatter("%(message)s"))
     throttle = RefusalThrottle()
     handler.addFilter(throttle)
     previous = package.level, uvicorn_log.level, uvicorn_log.propagate
-    package.addHandler(handler)
+    # On the root logger: the package's records reach it, and so do the SDK's, which would
+    # otherwise go to logging.lastResort unescaped.
+    root.addHandler(handler)
     package.setLevel(level.upper())
     # uvicorn's INFO lines (its own start and stop) are not serve's: WARNING at the least.
     uvicorn_log.addHandler(handler)
@@ -270,7 +276,7 @@ def _serve_logging(level: str) -> Iterator[None]:
         summary = throttle.summary()
         if summary is not None:
             print(summary, file=sys.stderr, flush=True)
-        package.removeHandler(handler)
+        root.removeHandler(handler)
         uvicorn_log.removeHandler(handler)
         package.setLevel(previous[0])
         uvicorn_log.setLevel(previous[1])

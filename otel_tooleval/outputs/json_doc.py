@@ -16,7 +16,12 @@ from .stream import ReportWriter
 
 __all__ = ["JsonWriter", "json_text", "render_json", "run_json"]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
+#: What a JSON string may hold raw (json escapes only C0 controls, quote and backslash) that
+#: a terminal, an editor or a reader acts on: DEL and the C1 controls (CSI \x9b is ESC[), the
+#: bidirectional overrides and isolates, the line and paragraph separators, lone surrogates
+#: (not UTF-8) and the two non-characters: the set ``outputs.text`` escapes in one-line fields.
+_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+                     "\ufffe\uffff]")
 
 
 def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
@@ -31,8 +36,10 @@ def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
     One run per line, so line tools (``grep``, ``head``, diffs) work on the document; that
     layout also keeps json's C encoder (indentation would take the pure-Python one, four
     times slower). Keys keep the order of ``to_dict`` and of ``aggregate``. Text is not
-    ASCII-escaped, except lone surrogates (JSON input may hold them; UTF-8 cannot), which are
-    written as JSON escapes so the output always encodes and parses back to the same strings.
+    ASCII-escaped, except what a terminal or a reader would act on (DEL, C1 controls, bidi
+    overrides and isolates, line and paragraph separators) and lone surrogates (JSON input may
+    hold them; UTF-8 cannot), which are written as ``\\uXXXX`` escapes: the output always
+    encodes, shows as it is, and parses back to the same strings.
     A non-finite number, which JSON cannot express, is written as null.
     """
     runs = ",\n".join(run_json(report, include_calls) for report in reports)
@@ -42,7 +49,7 @@ def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
 
 def run_json(report: RunReport, include_calls: bool = False) -> str:
     """One run's line of :func:`render_json`."""
-    return _escape_surrogates(_dumps(_run_dict(report, include_calls)))
+    return _escape_unsafe(_dumps(_run_dict(report, include_calls)))
 
 
 class JsonWriter(ReportWriter):
@@ -73,7 +80,7 @@ class JsonWriter(ReportWriter):
 
 def json_text(value: Any) -> str:
     """``value`` as one line of JSON, written as :func:`render_json` writes its parts."""
-    return _escape_surrogates(_dumps(value))
+    return _escape_unsafe(_dumps(value))
 
 
 def _run_dict(report: RunReport, include_calls: bool) -> dict[str, Any]:
@@ -88,14 +95,12 @@ def _run_dict(report: RunReport, include_calls: bool) -> dict[str, Any]:
     return doc
 
 
-def _escape_surrogates(text: str) -> str:
-    if text.isascii():      # a C loop: most reports are ASCII, and the regex scan is slow
+def _escape_unsafe(text: str) -> str:
+    # A C loop, true for almost every report (json already escaped the C0 controls): the
+    # regex scan, far slower, only for the rest.
+    if text.isprintable():
         return text
-    try:
-        text.encode("utf-8")    # fails only on a lone surrogate; still far faster than the scan
-    except UnicodeEncodeError:
-        text = _SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
-    return text
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # json.dumps with options builds an encoder per call; shared encoders write the same text.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import http.client
 import logging
+import re
 import threading
 import time
 from collections import Counter, deque
@@ -14,11 +15,14 @@ from typing import Any
 from .decoding import _PROTOBUF
 from .next_hop import NextHop, next_hop, split_target
 from .options import ServeOptions
+from .throttle import throttled
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
 _EXPORT_METHOD = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
 _FORWARD_BACKOFF_MAX = 5.0
+#: The kind of a failure, for the log throttle: the status, not the next hop's own words.
+_KIND = re.compile(r"HTTP \d+|gRPC \S+|\w+")
 
 
 class _Forwarder:
@@ -46,7 +50,11 @@ class _Forwarder:
         self._cond = threading.Condition()
         self.queued_bytes = 0   # queued and in flight
         self._in_flight = 0
+        self._in_flight_spans = 0
         self._stop = False
+        self._given_up = False   # drain() reached its deadline: it counted what is left
+        #: Spans not delivered when ``drain`` gave up: queued, or sent and not answered.
+        self.undelivered = {"queued": 0, "in_flight": 0}
         self.counts: Counter[str] = Counter()
         self._send = self._sender()
         self._threads = [threading.Thread(target=self._run, name=f"otel-tooleval-forward-{i}",
@@ -160,30 +168,39 @@ class _Forwarder:
                     return
                 body, spans = self._queue.popleft()
                 self._in_flight += 1
+                self._in_flight_spans += spans
             self._deliver(body, spans)
 
     def _deliver(self, body: bytes, spans: int) -> None:
         """Send one request until it is sent, refused for good, or the server stops (after
-        one more try)."""
+        one more try, unless ``drain`` gave up on it first)."""
         backoff = 0.1
         while True:
             ok, retry, reason = self._attempt(body)
             with self._cond:
-                if ok or not retry or self._stop:
-                    self._in_flight -= 1
-                    self.queued_bytes -= len(body)
-                    if ok:
-                        self.counts["forwarded_spans"] += spans
-                        self.counts["forwarded_requests"] += 1
-                    else:
-                        self.counts["forward_failed_spans"] += spans
-                        _log.error("otel-tooleval serve: forwarding %d spans to %s failed: %s",
-                                   spans, self.target, reason)
-                    self._cond.notify_all()
+                if self._given_up:   # drain() counted this request as not delivered
                     return
-                self.counts["forward_retries"] += 1
-                self._cond.wait(backoff)
-                backoff = min(backoff * 2, _FORWARD_BACKOFF_MAX)
+                if retry and not ok and not self._stop:
+                    self.counts["forward_retries"] += 1
+                    self._cond.wait(backoff)
+                    backoff = min(backoff * 2, _FORWARD_BACKOFF_MAX)
+                    continue
+                self._in_flight -= 1
+                self._in_flight_spans -= spans
+                self.queued_bytes -= len(body)
+                if ok:
+                    self.counts["forwarded_spans"] += spans
+                    self.counts["forwarded_requests"] += 1
+                else:
+                    self.counts["forward_failed_spans"] += spans
+                self._cond.notify_all()
+            if not ok:   # outside the lock: a slow stderr must not hold up the other workers
+                kind = _KIND.match(reason)
+                _log.error("otel-tooleval serve: forwarding %d spans to %s failed: %s",
+                           spans, self.target, reason,
+                           extra=throttled(f"forward {kind.group() if kind else '?'}",
+                                           "forwarding failure"))
+            return
 
     def _attempt(self, body: bytes) -> tuple[bool, bool, str]:
         try:
@@ -193,17 +210,26 @@ class _Forwarder:
 
     def drain(self, deadline: float) -> bool:
         """Wait until nothing is queued or in flight, or the deadline; then stop the workers.
-        What is still queued then is counted failed; a request in flight gets one more try."""
+
+        Returns by the deadline. What is still queued then, and what is in flight (sent, not
+        answered: a next hop that never answers holds a worker for the forward timeout), is
+        counted in ``forward_failed_spans`` and in ``undelivered``; the workers, daemon
+        threads, are not waited for (a late answer is not counted again).
+        """
         with self._cond:
             while (self._queue or self._in_flight) and time.monotonic() < deadline:
                 self._cond.wait(min(0.05, max(deadline - time.monotonic(), 0.0)))
             drained = not self._queue and not self._in_flight
-            if self._queue:
-                self.counts["forward_failed_spans"] += sum(n for _, n in self._queue)
-                self.queued_bytes -= sum(len(b) for b, _ in self._queue)
+            if not drained:
+                queued = sum(n for _, n in self._queue)
+                self.undelivered = {"queued": queued, "in_flight": self._in_flight_spans}
+                self.counts["forward_failed_spans"] += queued + self._in_flight_spans
                 self._queue.clear()
+                self._in_flight = self._in_flight_spans = 0
+                self.queued_bytes = 0
+                self._given_up = True
             self._stop = True
             self._cond.notify_all()
         for thread in self._threads:
-            thread.join(max(deadline - time.monotonic(), 0.0) + 1.0)
+            thread.join(max(deadline - time.monotonic(), 0.0))
         return drained

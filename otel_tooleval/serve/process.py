@@ -16,7 +16,8 @@ _POLL_SECONDS = 0.1
 def run(options: ServeOptions) -> int:
     """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens and the TLS
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
-    cut the drain short, 2 when a port cannot be bound."""
+    cut the drain short (the last line says what was not delivered), 2 when a port cannot be
+    bound."""
     server = ToolEvalServer(options)
     try:
         server.start()
@@ -54,9 +55,12 @@ def run(options: ServeOptions) -> int:
     print("otel-tooleval serve: draining", file=sys.stderr, flush=True)
     ok = server.stop()
     stats = server.stats()
+    # One write, line break included: a telemetry exporter given up on at the deadline may
+    # still log from its daemon thread, and must not land inside this line.
     print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted, "
           f"{stats.get('forwarded_spans', 0)} forwarded, {stats.get('runs_graded', 0)} runs graded"
           + (f", {stats['sessions_graded']} sessions graded" if "sessions_graded" in stats else "")
-          + ("" if ok else "; NOT everything was forwarded before the shutdown timeout"),
-          file=sys.stderr, flush=True)
+          + ("" if ok else "; NOT everything was delivered before the shutdown timeout: "
+             + ("; ".join(server.undelivered()) or "see /healthz's counters")) + "\n",
+          end="", file=sys.stderr, flush=True)
     return 0 if ok else 1

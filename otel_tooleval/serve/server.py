@@ -82,6 +82,7 @@ class ToolEvalServer:
         self.grpc_port: int | None = None
         self.http_port: int | None = None
         self._stopped = threading.Event()
+        self._shortfall: list[str] = []
 
     def _telemetry(self, meter_provider: Any, logger_provider: Any) -> tuple[Any, Any]:
         from opentelemetry.sdk._logs import LoggerProvider
@@ -98,13 +99,15 @@ class ToolEvalServer:
                                                           endpoint)
         resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME")
                                     or "otel-tooleval-serve"})
+        # shutdown_on_exit=False: ``stop`` shuts them down within its deadline; the SDK's
+        # atexit hook would do it again, unbounded, at the end of the process.
         if meter_provider is None:
             meter_provider = MeterProvider(
                 resource=resource, metric_readers=[PeriodicExportingMetricReader(
-                    metric_exporter, export_interval_millis=10_000)])
+                    metric_exporter, export_interval_millis=10_000)], shutdown_on_exit=False)
             self._providers.append(meter_provider)
         if logger_provider is None:
-            logger_provider = LoggerProvider(resource=resource)
+            logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
             logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
             self._providers.append(logger_provider)
         return meter_provider, logger_provider
@@ -164,8 +167,10 @@ class ToolEvalServer:
     def stop(self, timeout: float | None = None) -> bool:
         """Stop accepting, decide and grade every open trace, forward everything, stop.
 
-        Returns True when everything accepted was forwarded within ``timeout`` (default
-        ``options.shutdown_timeout``).
+        Returns by the deadline (``timeout``, default ``options.shutdown_timeout``; the
+        listeners may take a second more to close), whatever the next hop does: what could not
+        be delivered by then is given up and told by ``undelivered()``. True when everything
+        accepted was graded and forwarded, and serve's own log events and metrics exported.
         """
         if self._stopped.is_set():
             return True
@@ -176,15 +181,63 @@ class ToolEvalServer:
         # forwarding what was answered 200 need the rest.
         self._close_listeners(min(5.0, max(deadline - time.monotonic(), 0.0) / 3), deadline)
         graded = self.tail.shutdown(max(deadline - time.monotonic(), 0.0))
+        # Every verdict is recorded now: the providers export while the forwarder drains.
+        telemetry = self._stop_telemetry(deadline)
         forwarded = self.forwarder.drain(deadline)
-        for provider in self._providers:
-            try:
-                provider.shutdown()
-            except Exception:  # noqa: BLE001
-                _log.exception("otel-tooleval serve: telemetry shutdown failed")
+        exported = telemetry.wait(max(deadline - time.monotonic(), 0.0))
+        self._shortfall = self._tell_shortfall(graded, exported)
         self.ready = False
         self._stopped.set()
-        return graded and forwarded
+        return graded and forwarded and exported
+
+    def _stop_telemetry(self, deadline: float) -> threading.Event:
+        """Shut serve's own meter and logger providers down on a daemon thread (the OTLP
+        exporters' retries and timeouts are their own; a next hop that never answers would
+        hold them past the deadline); the event is set when they are done."""
+        done = threading.Event()
+        providers = list(self._providers)
+        self._providers.clear()
+
+        from opentelemetry.sdk.metrics import MeterProvider
+
+        def shut() -> None:
+            for provider in providers:
+                try:
+                    millis = max(deadline - time.monotonic(), 0.0) * 1000
+                    if isinstance(provider, MeterProvider):   # its last collection included
+                        provider.shutdown(timeout_millis=millis)
+                    else:   # LoggerProvider.shutdown takes no timeout: flush first
+                        provider.force_flush(timeout_millis=millis)
+                        provider.shutdown()
+                except Exception:  # noqa: BLE001
+                    _log.exception("otel-tooleval serve: telemetry shutdown failed")
+            done.set()
+
+        if providers:
+            threading.Thread(target=shut, name="otel-tooleval-serve-telemetry-stop",
+                             daemon=True).start()
+        else:
+            done.set()
+        return done
+
+    def _tell_shortfall(self, graded: bool, exported: bool) -> list[str]:
+        parts = []
+        undelivered = self.forwarder.undelivered
+        if undelivered["queued"] or undelivered["in_flight"]:
+            parts.append(f"{undelivered['queued'] + undelivered['in_flight']} spans not "
+                         f"forwarded ({undelivered['queued']} queued, "
+                         f"{undelivered['in_flight']} in flight, unanswered at the deadline)")
+        if not graded:
+            dropped = self.tail.stats().get("dropped.shutdown", 0)
+            parts.append(f"{dropped} traces not graded (forwarded as they were)")
+        if not exported:
+            parts.append("serve's log events and metrics not all exported")
+        return parts
+
+    def undelivered(self) -> list[str]:
+        """After ``stop``: what it did not deliver by its deadline, in words (each a part of
+        the line ``serve`` prints at the end); empty when everything was."""
+        return list(self._shortfall)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._stopped.wait(timeout)
@@ -375,10 +428,12 @@ class ToolEvalServer:
 
 
 def _agent_text(agent: str | None) -> str:
-    """The agent name for a ``key=value`` log line: ``-`` when unknown, quoted when it has
-    spaces, quotes or ``=``."""
+    """The agent name (or session id) for a ``key=value`` log line: ``-`` when unknown, quoted
+    (a JSON string, ASCII) when it has spaces, quotes, ``=`` or unprintable characters
+    (controls, bidi overrides), so that a ``ToolEvalServer`` logging to a handler of its
+    embedder's does not write them raw either."""
     if not agent:
         return "-"
-    if any(c.isspace() or c in "\"'=" for c in agent):
-        return json.dumps(agent)
+    if not agent.isprintable() or any(c.isspace() or c in "\"'=" for c in agent):
+        return json.dumps(agent)   # ASCII: controls and bidi characters as \uXXXX
     return agent

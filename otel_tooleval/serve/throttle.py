@@ -1,5 +1,6 @@
-"""At most a few log lines a minute per kind of refused request: a sender, broken or hostile,
-that opens connection after connection cannot turn serve's log into a flood.
+"""At most a few log lines a minute per kind of refused request or failed forward: a sender,
+broken or hostile, that opens connection after connection, or a next hop that fails every
+request, cannot turn serve's log into a flood.
 
 Every refusal of a request is one WARNING line naming the sender (a token missing, a body that
 does not parse, a request not received in time, bytes that are not HTTP). Those lines carry
@@ -9,6 +10,10 @@ counts the rest, and says how many were left out in the next line of that kind i
 through, and in a last line at shutdown (``summary``). The counters of ``/healthz`` and
 ``stats()`` count every refusal, logged or not. A program that runs ``ToolEvalServer`` with
 logging of its own can add the same filter to its handler.
+
+The forwarder's lines about requests the next hop did not take go the same way
+(``throttled(kind, "forwarding failure")``, a kind per HTTP status, gRPC code or exception
+type); ``forward_failed_spans`` counts every span of them.
 """
 
 from __future__ import annotations
@@ -19,8 +24,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-#: The attribute of a log record that names its kind of refusal.
+#: The attribute of a log record that names its kind of refusal (or other throttled line).
 KIND = "otel_tooleval_refusal"
+#: The attribute that names what the throttled lines of the kind are, in the summary.
+GROUP = "otel_tooleval_throttle_group"
+_REFUSAL = "refusal"
 
 
 def refusal_of(kind: str) -> dict[str, Any]:
@@ -28,9 +36,15 @@ def refusal_of(kind: str) -> dict[str, Any]:
     return {KIND: kind}
 
 
+def throttled(kind: str, group: str) -> dict[str, Any]:
+    """The ``extra`` of another line to throttle: ``kind`` as for refusals, ``group`` what
+    the summary calls such lines (``"forwarding failure"``)."""
+    return {KIND: kind, GROUP: group}
+
+
 class RefusalThrottle(logging.Filter):
-    """Lets ``burst`` refusal lines of each kind through per ``window`` seconds; other records
-    pass untouched."""
+    """Lets ``burst`` refusal (or other throttled) lines of each kind through per ``window``
+    seconds; other records pass untouched."""
 
     def __init__(self, burst: int = 10, window: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -40,6 +54,7 @@ class RefusalThrottle(logging.Filter):
         # kind -> [window start, lines let through in it, lines left out since the last one]
         self._kinds: dict[str, list[Any]] = {}
         self.left_out = 0
+        self._left_out_by_group: dict[str, int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
         kind = getattr(record, KIND, None)
@@ -53,6 +68,8 @@ class RefusalThrottle(logging.Filter):
             if state[1] >= self.burst:
                 state[2] += 1
                 self.left_out += 1
+                group = getattr(record, GROUP, _REFUSAL)
+                self._left_out_by_group[group] = self._left_out_by_group.get(group, 0) + 1
                 return False
             state[1] += 1
             skipped, state[2] = state[2], 0
@@ -62,11 +79,15 @@ class RefusalThrottle(logging.Filter):
         return True
 
     def summary(self) -> str | None:
-        """The line that says how many refusal lines were left out in all, or None."""
-        if not self.left_out:
+        """The line that says how many refusal lines were left out in all (and one more line
+        per other group that had lines left out), or None."""
+        with self._lock:
+            groups = sorted(self._left_out_by_group.items(), key=lambda g: g[0] != _REFUSAL)
+        if not groups:
             return None
-        return (f"otel-tooleval serve: {self.left_out} refusal line(s) not logged (at most "
-                f"{self.burst} of each kind per {self.window:g} s; /healthz counts them all)")
+        return "\n".join(
+            f"otel-tooleval serve: {n} {group} line(s) not logged (at most {self.burst} of "
+            f"each kind per {self.window:g} s; /healthz counts them all)" for group, n in groups)
 
 
 class PeerLog(logging.LoggerAdapter):  # type: ignore[type-arg]
