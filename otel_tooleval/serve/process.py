@@ -11,6 +11,37 @@ from .server import ToolEvalServer
 
 #: How often the main thread looks at what the signals asked for.
 _POLL_SECONDS = 0.1
+#: Descriptors serve keeps for itself beside ``--max-connections`` (gRPC connections, the
+#: forwarder's, files, the interpreter's own).
+_OWN_DESCRIPTORS = 256
+
+
+def raise_file_limit(max_connections: int) -> str | None:
+    """Raise this process's soft limit on open files to its hard limit, as Go servers and
+    systemd's services commonly run (the soft default, 1,024 under systemd, is below
+    ``--max-connections`` plus what serve needs itself). Returns a warning line when the limit
+    stays below that, else None. Where the limit cannot be read or raised, nothing changes."""
+    try:
+        import resource
+    except ImportError:   # not a POSIX system
+        return None
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and soft < hard:
+            # an unlimited hard limit is refused by some kernels: ask for what is needed then
+            target = (hard if hard != resource.RLIM_INFINITY
+                      else max(soft, max_connections + _OWN_DESCRIPTORS))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = target
+    except (OSError, ValueError):
+        return None
+    needed = max_connections + _OWN_DESCRIPTORS
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return None
+    return (f"otel-tooleval serve: the open-file limit is {soft} (hard limit {hard}), below "
+            f"--max-connections {max_connections} plus about {_OWN_DESCRIPTORS} for serve "
+            "itself: at the limit HTTP accepting pauses until connections close (raise it with "
+            "`ulimit -n` or systemd's LimitNOFILE=, or lower --max-connections)")
 
 
 def run(options: ServeOptions) -> int:
@@ -18,6 +49,9 @@ def run(options: ServeOptions) -> int:
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
     cut the drain short (the last line says what was not delivered), 2 when a port cannot be
     bound."""
+    warning = raise_file_limit(options.max_connections)
+    if warning is not None:
+        print(warning, file=sys.stderr, flush=True)
     server = ToolEvalServer(options)
     try:
         server.start()

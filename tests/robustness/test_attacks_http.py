@@ -313,3 +313,48 @@ def _healthz(port: int, tls: ssl.SSLContext | None) -> dict[str, Any]:
         return json.loads(conn.getresponse().read())  # type: ignore[no-any-return]
     finally:
         conn.close()
+
+
+#: ``otel-tooleval ARGS`` under a soft and a hard open-file limit (``python -c TWO S H ARGS``).
+TWO_LIMITS = ("import resource, runpy, sys; soft, hard = int(sys.argv.pop(1)), "
+              "int(sys.argv.pop(1)); resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard)); "
+              "runpy.run_module('otel_tooleval.cli', run_name='__main__')")
+
+
+def _open_file_limits(pid: int) -> tuple[int, int]:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            soft, hard = line.split()[3:5]
+            return int(soft), int(hard)
+    raise AssertionError("no open-file line")
+
+
+@pytest.mark.skipif(not Path("/proc/self/limits").exists(), reason="reads /proc/PID/limits")
+@pytest.mark.parametrize(("soft", "hard", "warned"), [(1024, 4096, False), (1024, 1024, True)])
+def test_serve_raises_its_open_file_limit_and_warns_below_max_connections(
+        soft: int, hard: int, warned: bool) -> None:
+    """systemd's soft limit (1,024) is below --max-connections plus serve's own descriptors:
+    serve raises its soft limit to the hard one at start (4096 here), and where the hard limit
+    is too low says so in one line naming the flag and the limit."""
+    _, own_hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if own_hard != resource.RLIM_INFINITY and own_hard < hard:
+        pytest.skip(f"the hard limit here is {own_hard}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    process = subprocess.Popen(
+        [sys.executable, "-c", TWO_LIMITS, str(soft), str(hard), "serve", "--config",
+         str(CONFIG), "--grpc", "off", "--http", "127.0.0.1:0", "--forward", "none"],
+        env=env, stderr=subprocess.PIPE)
+    err = _Stderr(process)
+    try:
+        assert err.listening.wait(30), err.kept
+        assert _open_file_limits(process.pid) == (hard, hard)
+        warnings = [line for line in err.kept if "open-file limit" in line]
+        if warned:
+            assert len(warnings) == 1 and "--max-connections 1024" in warnings[0], err.kept
+            assert "is 1024 (hard limit 1024)" in warnings[0], warnings
+        else:
+            assert warnings == [], err.kept
+    finally:
+        process.kill()
+        process.wait(10)
+        err.thread.join(5)
