@@ -40,6 +40,11 @@ class LocalFile:
     after: os.stat_result
 
     @property
+    def identity(self) -> tuple[int, ...]:
+        """Device, inode, size, modification and change times, after the read."""
+        return _identity(self.after)
+
+    @property
     def steady(self) -> bool:
         """True when nothing about the file changed while it was read (size, times, inode)
         and all of it was read."""
