@@ -45,6 +45,7 @@ from .graders.registry import (
     problems_from_validation,
 )
 from .guard import GuardConfig
+from .local_files import FileRefused, read_local_file
 from .mappings import ConventionEntry, compile_conventions
 from .sessions.settings import SessionsConfig
 from .sessions.turns import TurnsGrader
@@ -448,47 +449,150 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
     return config_from_mapping(_parse_text(str(source), None), None)
 
 
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+"""The largest config file read (YAML or JSON): far beyond any real config."""
+
+MAX_CONFIG_DEPTH = 100
+"""The deepest nesting of mappings and lists a config may have (YAML and JSON); deeper ones
+are refused before they are built, so a document nested 100,000 deep is a config error, not
+a ``RecursionError``."""
+
+MAX_CONFIG_NODES = 1_000_000
+"""The most values (scalars, mappings, lists, keys) a YAML config may hold once its aliases
+are expanded: anchors and aliases for reuse are fine, an alias bomb (each level repeating
+the last one, a billion values from a few lines) is refused before it is built."""
+
+
 def load_config_file(path: str | os.PathLike[str], *,
                      allow_no_graders: bool = False) -> ToolEvalConfig:
     """Load the config file at ``path`` (what ``--config`` names: always a path, never YAML).
 
     ``allow_no_graders`` for readers that grade nothing (``inspect`` takes ``runs:`` alone).
+    Only a regular file of at most ``MAX_CONFIG_BYTES`` is read: a FIFO, a device
+    (``/dev/zero``) or a folder is refused at once.
 
     Raises:
-        ConfigError: the file is missing, is a folder, cannot be read, or is not a valid config.
+        ConfigError: the file is missing, is not a regular file, is too large, cannot be
+            read, is nested too deep or expands too far (``MAX_CONFIG_DEPTH``,
+            ``MAX_CONFIG_NODES``), or is not a valid config.
     """
     where = Path(path)
-    if where.is_dir():
-        raise ConfigError([Problem((), f"{where} is a folder, not a config file")], str(where))
-    if not where.exists():
-        raise ConfigError([Problem((), f"cannot read {where}: no such file")], str(where))
     try:
-        text = where.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([Problem((), f"cannot read {where}: {exc.strerror or exc}")],
-                          str(where)) from None
+        data = read_local_file(where, max_bytes=MAX_CONFIG_BYTES).data
+    except FileRefused as exc:
+        problem = (f"{where} is {exc.kind}, not a config file" if exc.kind
+                   else f"cannot read {where}: no such file" if exc.missing
+                   else f"{where}: {exc.reason}")
+        raise ConfigError([Problem((), problem)], str(where)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError([Problem((), f"cannot read {where}: not UTF-8 text (byte "
+                                       f"{exc.start})")], str(where)) from None
     return config_from_mapping(_parse_text(text, str(where)), str(where),
                                allow_no_graders=allow_no_graders)
+
+
+class _Unbounded(Exception):
+    """A YAML document past ``MAX_CONFIG_DEPTH`` or ``MAX_CONFIG_NODES``."""
+
+    def __init__(self, problem: str, mark: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.problem_mark = mark
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that counts as it parses, before anything is built: the nesting
+    depth, and the values the document holds with every alias expanded (an alias counts as
+    the values of the node it names, known when that node ended). Linear in the text; the
+    composer's recursion stays within ``MAX_CONFIG_DEPTH`` levels."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._open: list[list[Any]] = []   # [anchor, values so far] of each open collection
+        self._sizes: dict[str, int] = {}   # anchor -> values of its node, once ended
+
+    def get_event(self) -> Any:
+        event = super().get_event()  # type: ignore[no-untyped-call]
+        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+            if len(self._open) >= MAX_CONFIG_DEPTH:
+                raise _Unbounded(f"nested deeper than {MAX_CONFIG_DEPTH} levels",
+                                 event.start_mark)
+            self._open.append([event.anchor, 1])
+        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+            anchor, size = self._open.pop()
+            if anchor is not None:
+                self._sizes[anchor] = size
+            self._add(size, event)
+        elif isinstance(event, yaml.AliasEvent):
+            if any(anchor == event.anchor for anchor, _ in self._open):
+                raise _Unbounded(f"alias *{event.anchor} is inside the node it names (a "
+                                 "cycle)", event.start_mark)
+            self._add(self._sizes.get(str(event.anchor), 1), event)   # unknown: composer says
+        elif isinstance(event, yaml.ScalarEvent):
+            if event.anchor is not None:
+                self._sizes[event.anchor] = 1
+            self._add(1, event)
+        return event
+
+    def _add(self, size: int, event: Any) -> None:
+        if self._open:
+            self._open[-1][1] += size
+            size = self._open[-1][1]
+        if size > MAX_CONFIG_NODES:
+            raise _Unbounded(f"holds more than {MAX_CONFIG_NODES:,} values once its aliases "
+                             "are expanded (an alias bomb?)", event.start_mark)
+
+
+def _json_depth(doc: Any) -> int:
+    """How deep the lists and objects of a parsed JSON document go (without recursion)."""
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(doc, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            depth += 1
+            deepest = max(deepest, depth)
+            stack.extend((child, depth) for child in (
+                value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def _parse_text(text: str, source: str | None) -> Any:
     if source is not None and source.endswith(".json"):
         try:
-            return json.loads(text)
+            doc = json.loads(text)
+        except RecursionError:
+            doc = None   # deeper than the parser goes: deeper than the bound too
         except ValueError as exc:
             raise ConfigError([Problem((), f"not valid JSON: {exc}")], source) from None
+        else:
+            if _json_depth(doc) <= MAX_CONFIG_DEPTH:
+                return doc
+        raise ConfigError([Problem((), f"nested deeper than {MAX_CONFIG_DEPTH} levels")],
+                          source)
+    loader = _BoundedLoader(text)
     try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
+    except _Unbounded as exc:
+        mark = exc.problem_mark
+        raise ConfigError([Problem((), f"refused: line {mark.line + 1}, column "
+                                       f"{mark.column + 1}: {exc.problem}")], source) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc)
         raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None
+    finally:
+        loader.dispose()
 
 
 def _is_file(text: str) -> bool:
-    """Whether ``text`` names an existing file; False for text no path can be (too long...)."""
+    """Whether ``text`` names something that exists (a file, or a folder, FIFO or device,
+    which ``load_config_file`` then refuses by name: single-line text naming one was meant
+    as a path, and no such text is a config); False for text no path can be (too long...)."""
     try:
-        return Path(text).is_file()
+        return Path(text).exists()
     except (OSError, ValueError):
         return False

@@ -49,7 +49,7 @@ HTTP_WIRED = True   # the HTTP receiver takes the TLS settings and the token che
 the step that wires them sets this to True, and the HTTP tests below run."""
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-TOKENS = "# serve tokens\n\nalpha-token-1\n  beta-token-2  \n# retired: gamma\n"
+TOKENS = "# serve tokens\n\nalpha-token-00001\n  beta-token-000002  \n# retired: gamma\n"
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
         "other_key": stranger.private_key_pem}
     for name, blob in files.items():
         blob.write_to_path(str(where / f"{name}.pem"))
+        if name.endswith("key"):
+            (where / f"{name}.pem").chmod(0o600)   # a private key, as serve wants it
     return Pki(**{name: str(where / f"{name}.pem") for name in files})
 
 
@@ -88,6 +90,7 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Pki:
 def token_file(tmp_path: Path) -> Path:
     path = tmp_path / "tokens"
     path.write_text(TOKENS)
+    path.chmod(0o600)   # a secret, as serve wants it
     return path
 
 
@@ -136,20 +139,20 @@ def export(exporter: Any, spans: list[Any]) -> SpanExportResult:
 def test_token_file_lines_and_the_header_forms(token_file: Path) -> None:
     store = TokenStore(str(token_file))
     assert len(store) == 2   # comments and blank lines skipped, spaces around a token trimmed
-    for header in ("Bearer alpha-token-1", "bearer beta-token-2", "BEARER   alpha-token-1"):
+    for header in ("Bearer alpha-token-00001", "bearer beta-token-000002", "BEARER   alpha-token-00001"):
         assert store.check(header), header
-    for header in (None, "", "Bearer", "Bearer ", "alpha-token-1", "Basic alpha-token-1",
-                   "Bearer alpha-token-", "Bearer alpha-token-12", "Bearer alpha-token-1 x",
-                   "Bearer gamma", "Bearer # serve tokens", "Bearer\talpha-token-1",
+    for header in (None, "", "Bearer", "Bearer ", "alpha-token-00001", "Basic alpha-token-00001",
+                   "Bearer alpha-token-", "Bearer alpha-token-000012", "Bearer alpha-token-00001 x",
+                   "Bearer gamma", "Bearer # serve tokens", "Bearer\talpha-token-00001",
                    "Bearer ålpha"):
         assert not store.check(header), header
-    assert authorized(None, None) and authorized(store, "Bearer beta-token-2")
+    assert authorized(None, None) and authorized(store, "Bearer beta-token-000002")
     assert not authorized(store, "Bearer nope")
 
 
 def test_tokens_are_compared_in_constant_time_with_every_token(
         token_file: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    token_file.write_text("".join(f"token-{i}\n" for i in range(7)))
+    token_file.write_text("".join(f"seven-tokens-{i:04d}\n" for i in range(7)))
     store = TokenStore(str(token_file))
     calls: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
@@ -159,17 +162,20 @@ def test_tokens_are_compared_in_constant_time_with_every_token(
         return real(a, b)
 
     monkeypatch.setattr(security.hmac, "compare_digest", counting)
-    for header, ok in (("Bearer token-0", True), ("Bearer token-6", True),
-                       ("Bearer token-9", False), ("Bearer t", False)):
+    for header, ok in (("Bearer seven-tokens-0000", True),
+                       ("Bearer seven-tokens-0006", True),
+                       ("Bearer seven-tokens-0009", False), ("Bearer s", False)):
         calls.clear()
         assert store.check(header) is ok
         assert len(calls) == 7, "every token compared, no early exit on a match"
-        assert {b for _, b in calls} == {f"token-{i}".encode() for i in range(7)}
+        assert {b for _, b in calls} == {f"seven-tokens-{i:04d}".encode()
+                                         for i in range(7)}
 
 
 @pytest.mark.parametrize("text, problem", [("", "holds no token"),
                                            ("# only a comment\n\n", "holds no token"),
-                                           ("good\nbad token\n", "line 2 is not a token")])
+                                           ("good-token-000001\nbad token\n",
+                                            "line 2 is not a token")])
 def test_a_token_file_without_tokens_is_refused_naming_it(tmp_path: Path, text: str,
                                                           problem: str) -> None:
     path = tmp_path / "tokens"
@@ -184,18 +190,18 @@ def test_a_token_file_without_tokens_is_refused_naming_it(tmp_path: Path, text: 
 def test_reload_takes_the_new_tokens_and_a_bad_file_keeps_the_old(
         token_file: Path, caplog: pytest.LogCaptureFixture) -> None:
     store = TokenStore(str(token_file))
-    token_file.write_text("new-token\n")
+    token_file.write_text("new-token-0000004\n")
     assert store.reload()
-    assert store.check("Bearer new-token") and not store.check("Bearer alpha-token-1")
+    assert store.check("Bearer new-token-0000004") and not store.check("Bearer alpha-token-00001")
     caplog.set_level(logging.INFO, logger="otel_tooleval")
     caplog.clear()
     token_file.write_text("# emptied by mistake\n")
     assert not store.reload()
-    assert store.check("Bearer new-token")
+    assert store.check("Bearer new-token-0000004")
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and str(token_file) in warnings[0].getMessage()
     token_file.unlink()
-    assert not store.reload() and store.check("Bearer new-token")
+    assert not store.reload() and store.check("Bearer new-token-0000004")
 
 
 # -- TLS settings -------------------------------------------------------------------------------
@@ -330,6 +336,7 @@ def rotating(tmp_path: Path) -> Callable[[trustme.CA | None], dict[str, Any]]:
         leaf = ca.issue_cert("127.0.0.1", "localhost")
         leaf.cert_chain_pems[0].write_to_path(paths["cert"])
         leaf.private_key_pem.write_to_path(paths["key"])
+        os.chmod(paths["key"], 0o600)   # a private key, as serve wants it
         return {**paths, "ca_pem": ca.cert_pem.bytes(), "ca": ca}
 
     return issue
@@ -444,14 +451,14 @@ def test_files_replaced_during_a_reload_fail_it(
     files = rotating()
     certificates = security.Certificates(load_tls(files["cert"], files["key"], None))
     assert certificates.reload()
-    checked = security.load_tls
+    checked = security._load_pem
 
     def torn(cert: str, key: str, client_ca: str | None) -> Any:
         if cert.startswith("/proc/self/fd/") or "otel-tooleval-tls-" in cert:  # the bytes read
             raise ValueError("--tls-key: not the key of --tls-cert")
         return checked(cert, key, client_ca)
 
-    monkeypatch.setattr(security, "load_tls", torn)
+    monkeypatch.setattr(security, "_load_pem", torn)
     caplog.set_level(logging.WARNING, logger="otel_tooleval.serve")
     assert not certificates.reload()
     assert "changed while being read; send SIGHUP again" in caplog.text
@@ -482,7 +489,7 @@ def test_a_reload_writes_the_key_to_no_disk_and_elsewhere_leaves_no_copy(
     real = os.open
 
     def watched(path: Any, flags: int, mode: int = 0o777, **kwargs: Any) -> int:
-        if str(path).endswith(".pem"):
+        if str(path).endswith(".pem") and flags & os.O_CREAT:   # written, not read
             made.append(f"{path} {mode:o}")
         return real(path, flags, mode, **kwargs)
 
@@ -515,8 +522,8 @@ def test_grpc_bearer_token_required_and_refusals_logged_without_the_token(
     port = server.grpc_port or 0
     body = body_of(spans)
     for metadata in ((), (("authorization", "Bearer wrong-token"),),
-                     (("authorization", "Basic alpha-token-1"),),
-                     (("authorization", "alpha-token-1"),)):
+                     (("authorization", "Basic alpha-token-00001"),),
+                     (("authorization", "alpha-token-00001"),)):
         assert _raw_export(port, metadata, body, credentials) == \
             grpc.StatusCode.UNAUTHENTICATED, metadata
     assert export(grpc_exporter(server, pki), spans) == SpanExportResult.FAILURE
@@ -529,7 +536,7 @@ def test_grpc_bearer_token_required_and_refusals_logged_without_the_token(
     assert not [m for m in refusals if "wrong-token" in m or "nope" in m or "alpha" in m]
     time.sleep(0.5)
     assert not receiver.spans(), "nothing refused was forwarded"
-    assert export(grpc_exporter(server, pki, token="beta-token-2"), spans) == \
+    assert export(grpc_exporter(server, pki, token="beta-token-000002"), spans) == \
         SpanExportResult.SUCCESS
     assert receiver.wait_for(lambda: len(roots(receiver)) == len(EXPECTED))
     assert server.stats()["accepted_spans"] == len(spans)
@@ -540,7 +547,7 @@ def test_grpc_bearer_token_over_plaintext_on_loopback(
     server = secured(bearer_token_file=str(token_file))
     body = body_of(demo_spans())
     assert _raw_export(server.grpc_port or 0, (), body) == grpc.StatusCode.UNAUTHENTICATED
-    assert _raw_export(server.grpc_port or 0, (("authorization", "bearer alpha-token-1"),),
+    assert _raw_export(server.grpc_port or 0, (("authorization", "bearer alpha-token-00001"),),
                        body) == grpc.StatusCode.OK
 
 
@@ -572,24 +579,24 @@ def test_sighup_reloads_the_token_file_and_the_certificates(
             "--forward", receiver.http_endpoint, "--decision-wait", "0.2", "--tls-cert",
             pki.cert, "--tls-key", pki.key, "--bearer-token-file", str(token_file)
     ) as (process, lines):
-        assert status("alpha-token-1") == grpc.StatusCode.OK
-        assert status("fresh-token") == grpc.StatusCode.UNAUTHENTICATED
-        token_file.write_text("fresh-token\n")
-        assert after_sighup(lambda: status("fresh-token") == grpc.StatusCode.OK)
-        assert status("alpha-token-1") == grpc.StatusCode.UNAUTHENTICATED
+        assert status("alpha-token-00001") == grpc.StatusCode.OK
+        assert status("fresh-token-00003") == grpc.StatusCode.UNAUTHENTICATED
+        token_file.write_text("fresh-token-00003\n")
+        assert after_sighup(lambda: status("fresh-token-00003") == grpc.StatusCode.OK)
+        assert status("alpha-token-00001") == grpc.StatusCode.UNAUTHENTICATED
         token_file.write_text("")   # a bad reload keeps the tokens in use
         assert after_sighup(lambda: any("not reloaded" in line for line in lines))
-        assert status("fresh-token") == grpc.StatusCode.OK
+        assert status("fresh-token-00003") == grpc.StatusCode.OK
         # A burst of SIGHUPs (each arriving while the last reload may still run) then SIGTERM:
         # the reloads run one after another outside the handler, and serve still drains.
-        token_file.write_text("fresh-token\n")
+        token_file.write_text("fresh-token-00003\n")
         for _ in range(50):
             process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while sum("certificates reloaded from" in line for line in lines) < 3:
             assert time.monotonic() < deadline, "".join(lines)
             time.sleep(0.05)
-        assert status("fresh-token") == grpc.StatusCode.OK
+        assert status("fresh-token-00003") == grpc.StatusCode.OK
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=30)
     assert process.returncode == 0, "".join(lines)
@@ -662,7 +669,7 @@ def test_http_bearer_token_required_and_healthz_open(
     spans = demo_spans()
     context = ssl.create_default_context(cafile=pki.ca)
     for headers in ({}, {"Authorization": "Bearer wrong-token"},
-                    {"Authorization": "Basic alpha-token-1"}):
+                    {"Authorization": "Basic alpha-token-00001"}):
         conn = http.client.HTTPSConnection("localhost", port, timeout=5, context=context)
         conn.request("POST", "/v1/traces", body=body_of(spans),
                      headers={"Content-Type": "application/x-protobuf", **headers})
@@ -678,7 +685,7 @@ def test_http_bearer_token_required_and_healthz_open(
     assert not [r for r in caplog.records if "wrong-token" in r.getMessage()]
     assert _https_get(port, "/healthz", pki) == 200   # health stays open without a token
     assert export(HttpExporter(endpoint=url, certificate_file=pki.ca, timeout=3,
-                               headers={"authorization": "Bearer alpha-token-1"}), spans) == \
+                               headers={"authorization": "Bearer alpha-token-00001"}), spans) == \
         SpanExportResult.SUCCESS
     assert receiver.wait_for(lambda: len(roots(receiver)) == len(EXPECTED))
 

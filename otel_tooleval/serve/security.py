@@ -6,11 +6,17 @@ The pieces each receiver needs:
   ``load_tls``; ``uvicorn_ssl_options`` turns them into ``uvicorn.Config`` keyword arguments;
   ``Certificates`` gives the gRPC server credentials (mTLS when a client CA is set) and
   re-reads the certificate and key on SIGHUP for both receivers;
-- ``TokenStore`` (``--bearer-token-file``): the accepted tokens, compared in constant time,
-  re-read on SIGHUP; ``authorized`` is the check a receiver runs on the ``Authorization``
+- ``TokenStore`` (``--bearer-token-file``): the accepted tokens (``MIN_TOKEN_LENGTH``
+  characters or more), compared in constant time, re-read on SIGHUP from a file that held
+  still while it was read (``read_steady``); ``authorized`` is the check a receiver runs on the ``Authorization``
   header (HTTP) or ``authorization`` metadata (gRPC) before it reads a body;
   ``grpc_auth_interceptor`` runs it for gRPC;
 - ``check_exposure``: an address other than loopback needs TLS and authentication.
+
+Every file is read only when it is a regular file of bounded size (``local_files``). The token
+file and the key are secrets: one that anyone may write is refused (anyone could add their own
+token or key, as ``ssh`` refuses such keys), and one the group or others may read is taken with
+one WARNING line naming the flag, the file and its mode.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ import socket
 import ssl
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..local_files import FileRefused, LocalFile, access_problem, read_local_file
 from .throttle import refusal_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
@@ -37,6 +45,86 @@ HTTP_CHALLENGE = ("WWW-Authenticate", 'Bearer realm="otel-tooleval"')
 """The header of a 401 answer (RFC 6750 section 3)."""
 
 _PRINTABLE = frozenset(chr(c) for c in range(0x21, 0x7F))   # visible ASCII, no space
+
+MIN_TOKEN_LENGTH = 16
+"""The shortest bearer token taken: a shorter line is refused (at startup, exit 2; on SIGHUP,
+the tokens in use stay). It also keeps a line cut short by a writer from passing as a token."""
+
+MAX_TOKEN_FILE_BYTES = 1024 * 1024
+MAX_PEM_BYTES = 8 * 1024 * 1024   # a certificate chain, a key, a CA bundle
+
+QUIET_SECONDS = 1.0
+"""A file not changed for this long is taken as read; one changed more recently is read again
+after ``SETTLE_SECONDS`` and taken when both reads agree, for up to ``STEADY_SECONDS``."""
+SETTLE_SECONDS = 0.1
+STEADY_SECONDS = 2.0
+
+_warned: set[tuple[str, str, int]] = set()   # (flag, path, mode) already warned about
+_warned_lock = threading.Lock()
+
+
+def _refused(flag: str, path: str, exc: FileRefused) -> ValueError:
+    return ValueError(f"{flag} {path}: {exc.reason}")
+
+
+def _refuse_open_access(flag: str, path: str, file: LocalFile, what: str) -> None:
+    """Refuse a secret file anyone may write (``access_problem``)."""
+    refusal, _ = access_problem(file.after, what)
+    if refusal is not None:
+        raise ValueError(f"{flag} {path}: {refusal}")
+
+
+def _warn_open_access(flag: str, path: str, file: LocalFile) -> None:
+    """One WARNING line, once per file and mode, for a secret file others may read; called
+    once the file was taken, so that a refused file gets its one refusal line only."""
+    _, warning = access_problem(file.after, "")
+    if warning is not None:
+        key = (flag, path, file.after.st_mode)
+        with _warned_lock:
+            if key in _warned:
+                return
+            _warned.add(key)
+        _log.warning("otel-tooleval serve: %s %s: %s", flag, path, warning)
+
+
+def read_steady(flag: str, path: str, max_bytes: int) -> LocalFile:
+    """The file at ``path`` as it stands when nobody is writing it.
+
+    A file rewritten in place (opened with truncation, then written, maybe in several
+    writes) can be read empty or cut short. A read is taken when nothing about the file
+    changed while it was read (``LocalFile.steady``), the path still names that file, and
+    either it was last changed more than ``QUIET_SECONDS`` ago or a second read
+    ``SETTLE_SECONDS`` later gives the same file and bytes.
+
+    Raises:
+        ValueError: the file cannot be read (``read_local_file``), or it kept changing for
+            ``STEADY_SECONDS``; the message names the flag and the file.
+    """
+    deadline = time.monotonic() + STEADY_SECONDS
+    previous: LocalFile | None = None
+    while True:
+        try:
+            got = read_local_file(path, max_bytes=max_bytes)
+            now = os.stat(path)
+        except FileRefused as exc:
+            raise _refused(flag, path, exc) from None
+        except OSError:   # removed or renamed away just now: read it again
+            now = None
+        same_file = now is not None and (now.st_dev, now.st_ino) == (got.after.st_dev,
+                                                                     got.after.st_ino)
+        if got.steady and same_file:
+            changed_ns = max(got.after.st_mtime_ns, got.after.st_ctime_ns)
+            if time.time_ns() - changed_ns > QUIET_SECONDS * 1e9 or (
+                    previous is not None and previous.data == got.data
+                    and previous.identity == got.identity):
+                return got
+            previous = got
+        else:
+            previous = None
+        if time.monotonic() >= deadline:
+            raise ValueError(f"{flag} {path}: kept changing while being read for "
+                             f"{STEADY_SECONDS:g} s (is it still being written?)")
+        time.sleep(SETTLE_SECONDS)
 
 
 # -- TLS --------------------------------------------------------------------------------------
@@ -60,12 +148,15 @@ def _no_password() -> bytes:
     raise _EncryptedKey
 
 
-def _readable(path: str, flag: str) -> None:
+def _readable(path: str, flag: str) -> LocalFile:
+    """A regular file of at most ``MAX_PEM_BYTES``; the key, one only its owner may write."""
     try:
-        with open(path, "rb") as handle:
-            handle.read(1)
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot read it ({exc.strerror or exc})") from None
+        file = read_local_file(path, max_bytes=MAX_PEM_BYTES)
+    except FileRefused as exc:
+        raise _refused(flag, path, exc) from None
+    if flag == "--tls-key":
+        _refuse_open_access(flag, path, file, "their own key")
+    return file
 
 
 def load_tls(cert: str | None, key: str | None, client_ca: str | None) -> TlsSettings | None:
@@ -73,8 +164,9 @@ def load_tls(cert: str | None, key: str | None, client_ca: str | None) -> TlsSet
 
     Raises:
         ValueError: one of ``--tls-cert``/``--tls-key`` without the other, ``--tls-client-ca``
-            without them, or a file that cannot be read or loaded (the message names the flag
-            and the file).
+            without them, a file that cannot be read or loaded, that is not a regular file or
+            is larger than ``MAX_PEM_BYTES``, or a key anyone may write (the message names the
+            flag and the file). A key the group or others may read is a WARNING line.
     """
     if cert is None and key is None:
         if client_ca is not None:
@@ -85,9 +177,16 @@ def load_tls(cert: str | None, key: str | None, client_ca: str | None) -> TlsSet
         given, missing = ("--tls-cert", "--tls-key") if key is None else ("--tls-key",
                                                                            "--tls-cert")
         raise ValueError(f"{missing}: {given} was given without it; pass both or neither")
-    for flag, path in (("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca)):
-        if path is not None:
-            _readable(path, flag)
+    files = {flag: _readable(path, flag) for flag, path in (
+        ("--tls-cert", cert), ("--tls-key", key), ("--tls-client-ca", client_ca))
+        if path is not None}
+    _load_pem(cert, key, client_ca)
+    _warn_open_access("--tls-key", key, files["--tls-key"])
+    return TlsSettings(cert, key, client_ca)
+
+
+def _load_pem(cert: str, key: str, client_ca: str | None) -> None:
+    """Load the files as the servers will (the checks of ``load_tls`` on what they hold)."""
     probe = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     try:
         probe.load_verify_locations(cafile=cert)
@@ -108,7 +207,6 @@ def load_tls(cert: str | None, key: str | None, client_ca: str | None) -> TlsSet
         except (ssl.SSLError, ValueError) as exc:
             raise ValueError(f"--tls-client-ca {client_ca}: not a PEM certificate ({exc})"
                              ) from None
-    return TlsSettings(cert, key, client_ca)
 
 
 def uvicorn_ssl_options(tls: TlsSettings | None) -> dict[str, Any]:
@@ -222,7 +320,7 @@ class Certificates:
         with _private_files(blobs["--tls-cert"], blobs["--tls-key"],
                             self._client_ca) as (cert, key, client_ca):
             try:
-                load_tls(cert, key, None)
+                _load_pem(cert, key, None)   # in-memory files: their mode says nothing
             except ValueError:
                 raise ValueError(f"--tls-cert {tls.cert} and --tls-key {tls.key}: changed "
                                  "while being read; send SIGHUP again") from None
@@ -235,9 +333,9 @@ class Certificates:
 
 def _read(flag: str, path: str) -> bytes:
     try:
-        return Path(path).read_bytes()
-    except OSError as exc:
-        raise ValueError(f"{flag} {path}: cannot be read ({exc.strerror or exc})") from None
+        return read_local_file(path, max_bytes=MAX_PEM_BYTES).data
+    except FileRefused as exc:
+        raise _refused(flag, path, exc) from None
 
 
 @contextlib.contextmanager
@@ -276,16 +374,23 @@ def _private_files(cert: bytes, key: bytes, client_ca: bytes | None
 def _read_tokens(path: str) -> tuple[bytes, ...]:
     """The tokens of a token file: one a line; blank lines and ``#`` comments skipped.
 
+    The file is read when it holds still (``read_steady``), so a reload during an in-place
+    rewrite does not take the half written so far.
+
     Raises:
-        ValueError: the file cannot be read, holds no token, or a line is not a token (the
-            message names the file and line, never the token).
+        ValueError: the file cannot be read, is not a regular file of at most
+            ``MAX_TOKEN_FILE_BYTES``, kept changing, anyone may write it, holds no token, or a
+            line is not a token or is shorter than ``MIN_TOKEN_LENGTH`` (the message names the
+            file and line, never the token). A file the group or others may read is taken,
+            with one WARNING line.
     """
     flag = "--bearer-token-file"
+    file = read_steady(flag, path, MAX_TOKEN_FILE_BYTES)
+    _refuse_open_access(flag, path, file, "their own token")
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) else "not UTF-8 text"
-        raise ValueError(f"{flag} {path}: cannot read it ({reason or exc})") from None
+        text = file.data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{flag} {path}: cannot read it (not UTF-8 text)") from None
     tokens: list[bytes] = []
     for number, line in enumerate(text.splitlines(), 1):
         token = line.strip()
@@ -294,10 +399,15 @@ def _read_tokens(path: str) -> tuple[bytes, ...]:
         if not set(token) <= _PRINTABLE:
             raise ValueError(f"{flag} {path}: line {number} is not a token (visible ASCII "
                              "characters without spaces)")
+        if len(token) < MIN_TOKEN_LENGTH:
+            raise ValueError(f"{flag} {path}: line {number} is shorter than "
+                             f"{MIN_TOKEN_LENGTH} characters (a short token can be guessed; "
+                             "make one with: openssl rand -hex 32)")
         tokens.append(token.encode("ascii"))
     if not tokens:
         raise ValueError(f"{flag} {path}: holds no token (one a line; blank lines and lines "
                          "starting with # are skipped)")
+    _warn_open_access(flag, path, file)
     return tuple(tokens)
 
 
