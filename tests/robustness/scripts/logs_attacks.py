@@ -205,10 +205,11 @@ def sigterm_against_silent_hop(protocol: str, *, telemetry: bool, shutdown_timeo
         hop.close()
 
 
-def flood_against_error_hop(seconds: float, *, telemetry: bool = False
+def flood_against_error_hop(seconds: float, *, telemetry: bool = False, at_least: int = 40
                             ) -> tuple[int, int, list[str], dict[str, Any]]:
-    """Requests sent for ``seconds`` to a serve whose next hop answers 500; the number sent,
-    the number of lines serve wrote about forwarding, all its lines, and /healthz then."""
+    """Requests sent for ``seconds`` (and ``at_least`` of them, however slow the machine) to a
+    serve whose next hop answers 500, then each one's forwarding failure waited for; the number
+    sent, the number of lines serve wrote about forwarding, all its lines, and /healthz then."""
     hop = ErrorHop()
     body = plain_body(2)
     sent = 0
@@ -219,10 +220,16 @@ def flood_against_error_hop(seconds: float, *, telemetry: bool = False
             if telemetry:   # a graded run: log events to export (and fail)
                 post(port, run_body())
             end = time.monotonic() + seconds
-            while time.monotonic() < end:
+            while time.monotonic() < end or sent < at_least:
                 post(port, body)
                 sent += 1
-            time.sleep(0.5)
+            deadline = time.monotonic() + 15
+            health = healthz(port)
+            while (health.get("forward_failed_spans", 0) < sent
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
+                health = healthz(port)
+            time.sleep(0.3)
             health = healthz(port)
             process.terminate()
             process.wait(timeout=30)
