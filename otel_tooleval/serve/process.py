@@ -11,6 +11,8 @@ from .server import ToolEvalServer
 
 #: How often the main thread looks at what the signals asked for.
 _POLL_SECONDS = 0.1
+#: Seconds of --shutdown-timeout kept for the process's exit (at most a tenth of it).
+_EXIT_RESERVE = 0.5
 #: Descriptors serve keeps for itself beside ``--max-connections`` (gRPC connections, the
 #: forwarder's, files, the interpreter's own).
 _OWN_DESCRIPTORS = 256
@@ -87,7 +89,10 @@ def run(options: ServeOptions) -> int:
             asked["reload"] = False     # SIGHUPs during the reload: one more reload after it
             server.reload()
     print("otel-tooleval serve: draining", file=sys.stderr, flush=True)
-    ok = server.stop()
+    # The process ends within --shutdown-timeout of the signal: the stop gets the timeout less
+    # what the signal's poll, the last lines and the interpreter's exit take on a busy machine.
+    timeout = options.shutdown_timeout
+    ok = server.stop(timeout=max(timeout - min(_EXIT_RESERVE, timeout / 10) - _POLL_SECONDS, 0.0))
     stats = server.stats()
     # One write, line break included: a telemetry exporter given up on at the deadline may
     # still log from its daemon thread, and must not land inside this line.
