@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+from .memory import return_large_blocks
 from .options import ServeOptions
 from .server import ToolEvalServer
 
@@ -17,6 +18,7 @@ def run(options: ServeOptions) -> int:
     """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens and the TLS
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
     cut the drain short, 2 when a port cannot be bound."""
+    return_large_blocks()   # RSS follows what is held (memory.py)
     server = ToolEvalServer(options)
     try:
         server.start()
