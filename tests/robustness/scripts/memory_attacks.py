@@ -119,7 +119,8 @@ def run(attack: str, args: argparse.Namespace) -> dict[str, Any]:
     reader = threading.Thread(target=lambda: lines.extend(iter(process.stderr.readline, "")),
                               daemon=True)   # type: ignore[union-attr]
     reader.start()
-    out: dict[str, Any] = {"attack": attack, "bound": args.bound if has_flag else "512 MiB"}
+    out: dict[str, Any] = {"attack": attack,
+                           "bound": args.bound if has_flag and args.bound else "512 MiB"}
     try:
         deadline = time.monotonic() + 30
         while not any("listening for" in line for line in lines):
