@@ -297,7 +297,8 @@ def _serve_logged(args: argparse.Namespace) -> int:
             load_config_file(args.config), grpc=None if args.grpc == "off" else args.grpc,
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
-            max_buffered_spans=args.max_buffered_spans, max_body_bytes=args.max_body_bytes,
+            max_buffered_spans=args.max_buffered_spans,
+            max_buffered_bytes=args.max_buffered_bytes, max_body_bytes=args.max_body_bytes,
             shutdown_timeout=args.shutdown_timeout, read_timeout=args.read_timeout,
             tls_cert=args.tls_cert, tls_key=args.tls_key, tls_client_ca=args.tls_client_ca,
             bearer_token_file=args.bearer_token_file, insecure_bind=args.insecure_bind,
@@ -417,6 +418,11 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-buffered-spans", type=int, default=500_000, metavar="N",
                        help="spans held at once before senders are told to retry "
                             "(default 500000)")
+    serve.add_argument("--max-buffered-bytes", type=int, default=512 * 1024 * 1024,
+                       metavar="N",
+                       help="memory that spans held for grading may take (estimated per span "
+                            "from its attributes, events and encoded size) before senders are "
+                            "told to retry (default 512 MiB)")
     serve.add_argument("--max-body-bytes", type=int, default=20 * 1024 * 1024, metavar="N",
                        help="largest request body, after decompression (default 20 MiB)")
     serve.add_argument("--shutdown-timeout", type=float, default=30.0, metavar="SECONDS",

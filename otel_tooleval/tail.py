@@ -28,8 +28,12 @@ Bounds: ``limits.max_open_runs`` traces (the oldest is forwarded ungraded, count
 ``max_open_runs``), ``limits.max_spans_per_trace`` records per trace (further spans are
 forwarded at once, counted as ``max_spans_per_trace``), and optionally a total of spans and
 bytes across traces that the caller checks with ``full()`` before accepting more (``serve``
-answers "retry later"). Nothing is ever silently lost: every span handed in is either handed
-back at once or forwarded later by the ``forward`` callback, graded or not.
+answers "retry later"). The bytes are what the caller says each span costs (a ``SpanSize``:
+its record, the part of that its attributes are, and the item when it is held), counted for
+what is actually kept; with ``refuse_over`` a batch whose cost would take non-empty buffers
+past the byte bound is refused whole (``BuffersFull``) before anything of it is kept. Nothing
+is ever silently lost: every span handed in is either handed back at once or forwarded later
+by the ``forward`` callback, graded or not.
 """
 
 from __future__ import annotations
@@ -44,7 +48,7 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 from ._compat import detach, suppress_instrumentation
 from ._version import __version__
@@ -58,12 +62,35 @@ from .sessions.model import SessionReport
 from .trajectory import build_run, find_runs
 from .violations import flagged_spans, names_calls
 
-__all__ = ["Decision", "TailBuffers", "TailGrader"]
+__all__ = ["BuffersFull", "Decision", "SpanSize", "TailBuffers", "TailGrader"]
 
 H = TypeVar("H")
 _log = logging.getLogger(__name__)
 _NO_ATTRIBUTES: Mapping[str, Any] = MappingProxyType({})
 _SWEEP_SECONDS = 1.0   # how often idle sessions are looked for
+
+
+class SpanSize(NamedTuple):
+    """What keeping one span costs, in bytes of memory (estimated by the caller).
+
+    ``record`` is its ``SpanRecord`` with everything decoded; ``attributes`` the part of that
+    which goes when a span that can be neither a run nor a part of one is kept without its
+    attributes; ``held`` what the caller's item adds when the span is held. A plain ``int``
+    given instead stands for ``SpanSize(n, 0, 0)``.
+    """
+
+    record: int
+    attributes: int = 0
+    held: int = 0
+
+    @property
+    def most(self) -> int:
+        """The cost when the span is held, the most it can be."""
+        return self.record + self.held
+
+
+class BuffersFull(Exception):
+    """A batch is refused whole: its cost would take the buffers past their byte bound."""
 
 
 @dataclass(slots=True)
@@ -102,7 +129,8 @@ class TailBuffers(Generic[H]):
     def __init__(self, config: ToolEvalConfig, decision_wait: float, *,
                  max_spans: int | None = None, max_bytes: int | None = None,
                  on_drop: Callable[[str, int], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic, hold_tools: bool = False) -> None:
+                 clock: Callable[[], float] = time.monotonic, hold_tools: bool = False,
+                 trace_bytes: int = 0) -> None:
         if decision_wait < 0:
             raise ValueError("decision_wait must not be negative")
         self.policy = config.policy
@@ -112,6 +140,7 @@ class TailBuffers(Generic[H]):
         self.decision_wait = decision_wait
         self.max_spans = max_spans
         self.max_bytes = max_bytes
+        self.trace_bytes = trace_bytes   # what an open trace costs besides its spans
         self.hold_tools = hold_tools   # tool spans wait for their run's verdict too
         self._on_drop = on_drop
         self._clock = clock
@@ -153,14 +182,22 @@ class TailBuffers(Generic[H]):
         return (below and self.policy.root == "auto"
                 and is_framework_span(record.attributes, record.scope))
 
-    def add(self, items: Iterable[tuple[SpanRecord, H, int]],
-            hold: Callable[[H], H] | None = None) -> tuple[list[H], list[Decision[H]]]:
-        """Take ``(record, item, size in bytes)`` triples of ended spans.
+    def add(self, items: Iterable[tuple[SpanRecord, H, int | SpanSize]],
+            hold: Callable[[H], H] | None = None, *, refuse_over: bool = False
+            ) -> tuple[list[H], list[Decision[H]]]:
+        """Take ``(record, item, size)`` triples of ended spans (size: a ``SpanSize`` or
+        bytes).
 
         Returns the items to forward now (spans that cannot be a run root, late spans, spans
         past a cap) and the traces evicted to make room (to be forwarded ungraded). ``hold``,
         when given, turns the item of a span that is held into what is kept (called with the
         lock held: keep it short).
+
+        Raises:
+            BuffersFull: with ``refuse_over``, when the buffers hold something and the
+                batch, counted as if every span were held, would take them past
+                ``max_bytes``; nothing of the batch is kept. (Non-empty: a batch larger
+                than the bound alone is let in, or it could never be.)
         """
         now = self._clock()
         forward: list[H] = []
@@ -168,7 +205,15 @@ class TailBuffers(Generic[H]):
         max_spans = self.limits.max_spans_per_trace
         policy_kind = self.policy.record_kind
         hold_tools = self.hold_tools
+        if refuse_over:
+            items = list(items)
         with self._lock:
+            if refuse_over and self.max_bytes is not None and self.bytes:
+                most = (sum(s.most if isinstance(s, SpanSize) else s for _, _, s in items)
+                        + self.trace_bytes * len({r.trace_id for r, _, _ in items}))
+                if self.bytes + most > self.max_bytes:
+                    raise BuffersFull(f"{self.bytes} bytes buffered; {most} more would go "
+                                      f"past the bound of {self.max_bytes}")
             traces = self._traces
             for record, item, size in items:
                 trace_id = record.trace_id
@@ -183,31 +228,39 @@ class TailBuffers(Generic[H]):
                     while len(traces) >= self.limits.max_open_runs:
                         old_id, old = traces.popitem(last=False)
                         evicted.append(self._take(old_id, old, "max_open_runs"))
-                    trace = traces[trace_id] = _Trace()
+                    trace = traces[trace_id] = _Trace(bytes=self.trace_bytes)
+                    self.bytes += self.trace_bytes
                 else:
                     traces.move_to_end(trace_id)
                 trace.touched = now
                 kind = policy_kind(record)
                 root = self._is_root(record, kind, trace)
+                cost = 0
                 if len(trace.records) >= max_spans:
                     self._drop("max_spans_per_trace")
                     if not root:
                         forward.append(item)
                         continue
+                    if isinstance(size, SpanSize):   # no record kept, but the held pair's
+                        cost = size.record
                 else:
+                    keep = root or kind & (TOOL | MODEL | AGENT)
                     trace.records.append(
-                        record if root or kind & (TOOL | MODEL | AGENT)
-                        else record._replace(attributes=_NO_ATTRIBUTES))
-                    trace.bytes += size
-                    self.bytes += size
+                        record if keep else record._replace(attributes=_NO_ATTRIBUTES))
+                    cost = (size if not isinstance(size, SpanSize)
+                            else size.record if keep else size.record - size.attributes)
                     self.spans += 1
                 if root or (hold_tools and kind & TOOL):
                     trace.held.append((record, item if hold is None else hold(item)))
+                    if isinstance(size, SpanSize):   # the held item, counted with its trace
+                        cost += size.held
                     if root and record.is_local_root:
                         trace.due = now + self.decision_wait
                         heapq.heappush(self._due, (trace.due, trace_id))
                 else:
                     forward.append(item)
+                trace.bytes += cost
+                self.bytes += cost
         for decision in evicted:
             self._drop("max_open_runs")
         return forward, evicted
@@ -307,7 +360,8 @@ class TailGrader(Generic[H]):
                  on_session: Callable[[SessionReport], None] | None = None,
                  id_generator: Any = None,
                  name: str = "otel-tooleval-tail",
-                 mark: Callable[[H, SpanRecord, Sequence[str]], H] | None = None) -> None:
+                 mark: Callable[[H, SpanRecord, Sequence[str]], H] | None = None,
+                 trace_bytes: int = 0) -> None:
         self.config = config
         emit = config.emit
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
@@ -320,7 +374,8 @@ class TailGrader(Generic[H]):
         self._name = name
         self.buffers: TailBuffers[H] = TailBuffers(config, decision_wait, max_spans=max_spans,
                                                    max_bytes=max_bytes, on_drop=self._count_drop,
-                                                   hold_tools=self._mark is not None)
+                                                   hold_tools=self._mark is not None,
+                                                   trace_bytes=trace_bytes)
         self.graded: Counter[str] = Counter()
         self._reported: set[str] = set()
         self._closed = False
@@ -358,12 +413,14 @@ class TailGrader(Generic[H]):
 
     # -- intake (caller's thread) -----------------------------------------------------------
 
-    def accept(self, items: Iterable[tuple[SpanRecord, H, int]],
-               hold: Callable[[H], H] | None = None) -> list[H]:
-        """Buffer ended spans; returns those to forward right away (see ``TailBuffers.add``)."""
+    def accept(self, items: Iterable[tuple[SpanRecord, H, int | SpanSize]],
+               hold: Callable[[H], H] | None = None, *, refuse_over: bool = False
+               ) -> list[H]:
+        """Buffer ended spans; returns those to forward right away (see ``TailBuffers.add``,
+        which raises ``BuffersFull`` with ``refuse_over``)."""
         if self._closed:
             return [item for _, item, _ in items]
-        forward, evicted = self.buffers.add(items, hold)
+        forward, evicted = self.buffers.add(items, hold, refuse_over=refuse_over)
         if self._worker is None:
             self._ensure_worker()
         for decision in evicted:

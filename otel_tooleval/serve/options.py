@@ -139,7 +139,7 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
         if extra.get(name, 1.0) <= 0:
             raise ValueError(f"--{name.replace('_', '-')}: must be more than 0 seconds")
     for name in ("max_connections", "backlog", "max_inflight_bytes", "max_concurrent_rpcs",
-                 "workers"):
+                 "workers", "max_buffered_bytes"):
         if extra.get(name, 1) < 1:
             raise ValueError(f"--{name.replace('_', '-')}: must be at least 1")
     per_peer = extra.get("max_connections_per_peer")

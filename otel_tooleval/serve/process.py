@@ -6,6 +6,7 @@ import signal
 import sys
 import time
 
+from .memory import return_large_blocks
 from .options import ServeOptions
 from .server import ToolEvalServer
 
@@ -51,6 +52,7 @@ def run(options: ServeOptions) -> int:
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
     cut the drain short (the last line says what was not delivered), 2 when a port cannot be
     bound."""
+    return_large_blocks()   # RSS follows what is held (memory.py)
     warning = raise_file_limit(options.max_connections)
     if warning is not None:
         print(warning, file=sys.stderr, flush=True)

@@ -14,14 +14,23 @@ from typing import Any
 from ..model import RunReport, SpanRecord
 from ..readers.otlp_proto import record_from_proto
 from ..sessions.model import SessionReport
-from ..tail import TailGrader
+from ..tail import BuffersFull, SpanSize, TailGrader
 from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc, stop_grpc
 from .http_receiver import HttpReceiver, start_http
 from .options import ServeOptions, parse_address
 from .security import Certificates, TokenStore, load_tls
-from .spans import _annotate, _encode_held, _encode_session, _Held, _mark, _resource_of
+from .spans import (
+    TRACE_BYTES,
+    _annotate,
+    _encode_held,
+    _encode_session,
+    _Held,
+    _mark,
+    _resource_of,
+    span_size,
+)
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -74,6 +83,7 @@ class ToolEvalServer:
             on_session=self._on_session,
             name="otel-tooleval-serve-grader",
             mark=self._mark,
+            trace_bytes=TRACE_BYTES,
         )
         self.ready = False
         self.draining = False
@@ -255,18 +265,24 @@ class ToolEvalServer:
         """Take one ExportTraceServiceRequest; returns (rejected spans, error message).
 
         ``body`` is the request's own protobuf encoding, forwarded as it is when no span of
-        it is held back. Held spans (possible run roots) are copied out of the request with
-        their resource and scope, and the rest of the request is forwarded at once.
+        it is held back. Held spans (possible run roots) are kept encoded, with their
+        resource and scope, and the rest of the request is forwarded at once. Each span is
+        counted against ``--max-buffered-bytes`` at what keeping it costs (``span_size``).
+
+        Raises:
+            Refused: 429 (retry) when the buffers hold something and this request, counted
+                as if all its spans were held, would take them past the byte bound; nothing
+                of it is kept or forwarded.
         """
-        triples: list[tuple[SpanRecord, Any, int]] = []
+        triples: list[tuple[SpanRecord, Any, SpanSize]] = []
         held: list[tuple[Any, int]] = []
         rejected: list[tuple[Any, int]] = []
         message = ""
-        total = sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
-        size = (len(body) // total) if body and total else 256
         for rs in request.resource_spans:
+            resource_size = rs.resource.ByteSize() + len(rs.schema_url)
             for ss in rs.scope_spans:
                 scope_name = ss.scope.name
+                headers = resource_size + ss.scope.ByteSize() + len(ss.schema_url)
                 for i, span in enumerate(ss.spans):
                     try:
                         record = record_from_proto(span, scope_name)
@@ -274,28 +290,32 @@ class ToolEvalServer:
                         rejected.append((ss, i))
                         message = message or f"span {span.name!r}: {exc}"
                         continue
-                    triples.append((record, (rs, ss, i, span), size))
-        copies: dict[int, Any] = {}
+                    triples.append((record, (rs, ss, i, span), span_size(span, record, headers)))
+        headers_of: dict[int, bytes] = {}
 
         def hold(item: Any) -> _Held:
             rs, ss, i, span = item
             held.append((ss, i))
-            resource = copies.get(id(rs))
+            resource = headers_of.get(id(rs))
             if resource is None:
-                resource = copies[id(rs)] = type(rs)()
-                resource.resource.CopyFrom(rs.resource)
-                resource.schema_url = rs.schema_url
-            scope = copies.get(id(ss))
+                copy = type(rs)()
+                copy.resource.CopyFrom(rs.resource)
+                copy.schema_url = rs.schema_url
+                resource = headers_of[id(rs)] = copy.SerializeToString()
+            scope = headers_of.get(id(ss))
             if scope is None:
-                scope = copies[id(ss)] = type(ss)()
-                scope.scope.CopyFrom(ss.scope)
-                scope.schema_url = ss.schema_url
-            copy = type(span)()
-            copy.CopyFrom(span)
-            return _Held(resource, scope, copy)
+                copy = type(ss)()
+                copy.scope.CopyFrom(ss.scope)
+                copy.schema_url = ss.schema_url
+                scope = headers_of[id(ss)] = copy.SerializeToString()
+            return _Held(resource, scope, span.SerializeToString())
 
         accepted = len(triples)
-        forward_now = self.tail.accept(triples, hold)
+        try:
+            forward_now = self.tail.accept(triples, hold, refuse_over=True)
+        except BuffersFull:
+            self._count("refused_full")
+            raise Refused("buffers are full; retry later", retry=True, status=429) from None
         removed = held + rejected
         if removed:
             by_scope: dict[int, tuple[Any, list[int]]] = {}
