@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import time
 
+from .grpc_receiver import quiet_grpc_core
 from .options import ServeOptions
 from .server import ToolEvalServer
 
@@ -17,6 +19,7 @@ def run(options: ServeOptions) -> int:
     """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens and the TLS
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
     cut the drain short, 2 when a port cannot be bound."""
+    quiet_grpc_core(logging.getLogger("otel_tooleval").getEffectiveLevel())
     server = ToolEvalServer(options)
     try:
         server.start()
