@@ -147,8 +147,11 @@ def _receive(deadlines: _ReceiveDeadlines, requests: Any, context: Any) -> bytes
         in_time = deadlines.received(watch)
     if not in_time:   # cancelled already: the abort only ends the handler
         context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, deadlines.reason)
-    if body is None:
-        context.abort(grpc.StatusCode.INVALID_ARGUMENT, "no request message")
+    if body is None:   # the sender closed its side without a message
+        message = "no request message"
+        _log.warning("otel-tooleval serve: gRPC request from %s refused: INVALID_ARGUMENT "
+                     "%s", context.peer(), message, extra=refusal_of("grpc-invalid"))
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
     return body  # type: ignore[return-value]
 
 

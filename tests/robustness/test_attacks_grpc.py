@@ -133,6 +133,9 @@ def test_silent_calls_with_a_token_are_cut_at_the_read_timeout(tokens: str) -> N
             assert Counter(map(_code, silent)) == {"DEADLINE_EXCEEDED": 6}
             assert "--read-timeout 2s" in (silent[0].exception().details() or "")
             _export(victim, 9)                             # and serve goes on
+            with pytest.raises(grpc.RpcError) as empty:    # a call closed without a message
+                victim.stream_unary(EXPORT)(iter(()), metadata=AUTHORIZED, timeout=5)
+            assert empty.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         finally:
             stop.set()
             attacker.close()
@@ -279,3 +282,68 @@ def test_a_descriptor_flood_is_let_go_at_the_read_timeout(tokens: str) -> None:
         process.wait(10)
         reader.join(5)
     assert len(lines) < 30, "".join(lines)
+
+
+# -- the pieces, in process ------------------------------------------------------------------
+
+class _Context:
+    """What ``_ReceiveDeadlines`` uses of a grpcio servicer context."""
+
+    def __init__(self) -> None:
+        self.cancelled: list[tuple[int, str]] = []
+        self.cancelled_at = 0.0
+        self._rpc_event = self
+        self.call = self
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:5"
+
+    def cancel(self, code: int, details: str) -> None:
+        self.cancelled.append((code, details))
+        self.cancelled_at = time.monotonic()
+
+
+def test_receive_deadlines_cancel_only_the_calls_still_waiting() -> None:
+    from otel_tooleval.serve.grpc_receiver import _ReceiveDeadlines
+
+    deadlines = _ReceiveDeadlines(0.3)
+    try:
+        early, late, later = _Context(), _Context(), _Context()
+        started = time.monotonic()
+        watched = [deadlines.watch(c) for c in (early, late, later)]
+        assert deadlines.received(watched[0])             # its message came in time
+        time.sleep(0.15)
+        fresh = _Context()
+        fresh_watch = deadlines.watch(fresh)              # a deadline 0.15 s after the others
+        until = time.monotonic() + 5
+        while not (late.cancelled and later.cancelled) and time.monotonic() < until:
+            time.sleep(0.01)
+        assert not deadlines.received(watched[1])          # cancelled: too late to keep it
+        assert not deadlines.received(watched[2])
+        reason = "request message not received within --read-timeout 0.3s"
+        assert late.cancelled == [(4, reason)]               # DEADLINE_EXCEEDED
+        assert late.cancelled_at - started >= 0.3
+        assert not early.cancelled and not fresh.cancelled
+        assert deadlines.received(fresh_watch)
+        time.sleep(0.4)
+        assert not fresh.cancelled and not early.cancelled
+    finally:
+        deadlines.stop()
+
+
+def test_grpc_core_logs_its_errors_only_below_debug(monkeypatch: pytest.MonkeyPatch) -> None:
+    import logging
+
+    from otel_tooleval.serve.grpc_receiver import quiet_grpc_core
+
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    assert not quiet_grpc_core(logging.INFO)                # grpc is imported: too late
+    monkeypatch.delitem(sys.modules, "grpc")
+    for level, verbosity in ((logging.INFO, "ERROR"), (logging.ERROR, "ERROR"),
+                             (logging.DEBUG, "INFO")):
+        monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+        assert quiet_grpc_core(level)
+        assert os.environ["GRPC_VERBOSITY"] == verbosity
+    monkeypatch.setenv("GRPC_VERBOSITY", "DEBUG")           # the operator's own choice stays
+    assert not quiet_grpc_core(logging.INFO)
+    assert os.environ["GRPC_VERBOSITY"] == "DEBUG"
