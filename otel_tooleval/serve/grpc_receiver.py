@@ -195,6 +195,8 @@ class _ReceiveDeadlines:
         was cancelled for its deadline."""
         with self._lock:
             in_time, entry[2] = entry[2] is not None, None
+            if self._heap and self._heap[0] is entry:
+                self._lock.notify()    # the oldest: let it go now, not at its deadline
         return in_time
 
     def stop(self) -> None:

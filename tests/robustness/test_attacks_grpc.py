@@ -347,3 +347,22 @@ def test_grpc_core_logs_its_errors_only_below_debug(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("GRPC_VERBOSITY", "DEBUG")           # the operator's own choice stays
     assert not quiet_grpc_core(logging.INFO)
     assert os.environ["GRPC_VERBOSITY"] == "DEBUG"
+
+
+def test_receive_deadlines_forget_the_calls_received_in_time() -> None:
+    """A call received in time is not held until its deadline: the watch list stays as
+    short as the calls still waiting."""
+    from otel_tooleval.serve.grpc_receiver import _ReceiveDeadlines
+
+    deadlines = _ReceiveDeadlines(30)
+    try:
+        slow = deadlines.watch(_Context())
+        for _ in range(1000):
+            assert deadlines.received(deadlines.watch(_Context()))
+        assert deadlines.received(slow)                  # the oldest came in: all can go
+        until = time.monotonic() + 5
+        while deadlines._heap and time.monotonic() < until:
+            time.sleep(0.01)
+        assert not deadlines._heap
+    finally:
+        deadlines.stop()
