@@ -186,8 +186,6 @@ class _ReceiveDeadlines:
                 self._thread = threading.Thread(target=self._run, daemon=True,
                                                 name="otel-tooleval-grpc-deadlines")
                 self._thread.start()
-            if self._heap[0] is entry:
-                self._lock.notify()
         return entry
 
     def received(self, entry: list[Any]) -> bool:
@@ -195,8 +193,7 @@ class _ReceiveDeadlines:
         was cancelled for its deadline."""
         with self._lock:
             in_time, entry[2] = entry[2] is not None, None
-            if self._heap and self._heap[0] is entry:
-                self._lock.notify()    # the oldest: let it go now, not at its deadline
+            self._forget()
         return in_time
 
     def stop(self) -> None:
@@ -204,20 +201,28 @@ class _ReceiveDeadlines:
             self._stopped = True
             self._lock.notify()
 
+    def _forget(self) -> None:
+        """Let the oldest calls that are decided go (with the lock held). Deadlines come in
+        the order of the calls, so what is left is the calls still waiting, and those that
+        came in after the oldest of them."""
+        while self._heap and self._heap[0][2] is None:
+            heapq.heappop(self._heap)
+
     def _run(self) -> None:
+        # No call wakes this thread (a wake-up per call costs more than the deadline): a call
+        # watched while it sleeps has its deadline ``seconds`` away at least, and it never
+        # sleeps longer than that, nor past the oldest deadline.
         while True:
             with self._lock:
                 context = None
                 while context is None and not self._stopped:
-                    if not self._heap:
-                        self._lock.wait()
-                        continue
-                    entry = self._heap[0]
-                    wait = entry[0] - time.monotonic()
-                    if entry[2] is not None and wait > 0:
+                    self._forget()
+                    wait = (self._heap[0][0] - time.monotonic() if self._heap
+                            else self.seconds)
+                    if wait > 0:
                         self._lock.wait(wait)
                         continue
-                    heapq.heappop(self._heap)        # received in time, or late now
+                    entry = heapq.heappop(self._heap)
                     context, entry[2] = entry[2], None
                 if self._stopped:
                     return

@@ -282,7 +282,37 @@ def fd_flood(where: Path) -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-SCENARIOS: dict[str, Any] = {"stall": stall, "big": big, "oversize": oversize, "tls-log": tls_log,
+def throughput(where: Path) -> None:
+    """No attack: 8 threads x 1000 small authorised exports, the rate (the cost of the
+    receive deadline and of reading the message in the handler)."""
+    serve = Serve("--bearer-token-file", _tokens(where))
+    channel = grpc.insecure_channel(f"127.0.0.1:{serve.port}")
+    codes: dict[str, int] = {}
+    lock = threading.Lock()
+
+    def client(n: int) -> None:
+        for i in range(1000):
+            code, _ = _export(channel, timeout=20, body=_body(n * 1000 + i))
+            with lock:
+                codes[code] = codes.get(code, 0) + 1
+
+    try:
+        _export(channel, timeout=10)
+        started = time.monotonic()
+        threads = [threading.Thread(target=client, args=(n,), daemon=True) for n in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+        took = time.monotonic() - started
+        print(f"throughput: 8000 authorised exports from 8 threads: {codes} in {took:.1f} s "
+              f"({8000 / took:.0f}/s)")
+    finally:
+        channel.close()
+        serve.close()
+
+
+SCENARIOS: dict[str, Any] = {"throughput": throughput, "stall": stall, "big": big, "oversize": oversize, "tls-log": tls_log,
                              "silent-tls": silent_tls, "fd-flood": fd_flood}
 
 
