@@ -1,6 +1,6 @@
 """Before/after figures for the gRPC receiver under attack (issue 26): run as
-``python tests/robustness/scripts/grpc_attacks.py [stall|big|tls-log|silent-tls|fd-flood|all]``
-from the repository root with ``PYTHONPATH`` naming the code to measure. Each scenario starts
+``python tests/robustness/scripts/grpc_attacks.py [SCENARIO ...|all]`` (stall, big, oversize,
+tls-log, silent-tls, fd-flood, throughput; see each function) from the repository root with ``PYTHONPATH`` naming the code to measure. Each scenario starts
 ``otel-tooleval serve`` as a subprocess on 127.0.0.1, attacks it with real gRPC clients or raw
 sockets (only 127.0.0.1), prints its figures and kills the process; each is bounded in time.
 """
@@ -312,8 +312,9 @@ def throughput(where: Path) -> None:
         serve.close()
 
 
-SCENARIOS: dict[str, Any] = {"throughput": throughput, "stall": stall, "big": big, "oversize": oversize, "tls-log": tls_log,
-                             "silent-tls": silent_tls, "fd-flood": fd_flood}
+SCENARIOS: dict[str, Any] = {"stall": stall, "big": big, "oversize": oversize,
+                             "tls-log": tls_log, "silent-tls": silent_tls, "fd-flood": fd_flood,
+                             "throughput": throughput}
 
 
 def main() -> None:
