@@ -1,9 +1,25 @@
 """The OTLP/gRPC receiver (grpcio): ``TraceService/Export`` on a thread pool, with TLS and
-bearer tokens when they are set (security.py)."""
+bearer tokens when they are set (security.py).
+
+No thread waits for a request's message without a deadline: grpcio's unary handlers wait for
+the message on a worker thread with none on the server side (the client's deadline, if it
+sets one, is all there is), so ``--workers`` senders that sent headers and nothing more held
+every worker. Here ``Export`` is a stream handler that reads the one message itself, under
+``--read-timeout`` kept by ``_ReceiveDeadlines``, on threads that only wait for messages
+(as many as exports may be in progress); ``--workers`` of them at a time decode and ingest.
+Refusals (no token, too busy) are answered from the metadata without reading the message,
+on threads of their own.
+"""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
+import os
+import sys
+import threading
+import time
 from concurrent import futures
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +32,27 @@ if TYPE_CHECKING:
     from .server import ToolEvalServer
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
+
+_DEADLINE_EXCEEDED = 4   # grpc_status_code GRPC_STATUS_DEADLINE_EXCEEDED
+
+
+def quiet_grpc_core(level: int) -> bool:
+    """Set grpc core's own log level (``GRPC_VERBOSITY``) for a serve logging at ``level``;
+    call it before grpc is first imported (grpc core reads the variable once, then). Returns
+    False when it could not: grpc already imported, or the variable already set (the
+    operator's choice is kept).
+
+    grpc core writes its lines from C to file descriptor 2, past Python's logging, its level
+    and its throttle; left alone it writes every line, down to INFO, among them one per failed
+    TLS handshake ("Handshake failed with error SSL_ERROR_SSL"): a sender could fill the log
+    at one line per connection. So below ``--log-level debug`` grpc core writes only its
+    errors (ERROR, the level gRPC's documentation advises for production; no peer's failed
+    handshake is one), and at debug its INFO lines too.
+    """
+    if "GRPC_VERBOSITY" in os.environ or "grpc" in sys.modules:
+        return False
+    os.environ["GRPC_VERBOSITY"] = "INFO" if level <= logging.DEBUG else "ERROR"
+    return True
 
 
 def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
@@ -31,8 +68,18 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         _check_free(host, port, "--grpc")
     gate = _concurrency_gate(app)
     limit, workers = app.options.max_concurrent_rpcs, app.options.workers
-    pool = futures.ThreadPoolExecutor(max_workers=workers,
+    # A thread for each export in progress (the gate admits --max-concurrent-rpcs, a few more
+    # may be racing it): it waits for the message, under the receive deadline, and then for
+    # one of the --workers turns to decode and ingest.
+    pool = futures.ThreadPoolExecutor(max_workers=limit + workers,
                                       thread_name_prefix="otel-tooleval-grpc")
+    deadlines = _ReceiveDeadlines(app.options.read_timeout)
+    ingest = threading.BoundedSemaphore(workers)
+    # The token is checked first: a sender without one learns nothing, not even how busy
+    # serve is, and its refusal waits for no message either (the gate's threads).
+    interceptors = ([grpc_auth_interceptor(app.tokens, pool=gate.pool,
+                                           count=lambda: app._count("refused_unauthenticated"))]
+                    if app.tokens is not None else [])
     server = grpc.server(
         pool,
         # grpcio sets SO_REUSEPORT by default: a second gRPC server on the port (another
@@ -45,18 +92,20 @@ def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
         # body and have threads of their own): the backstop leaves room for as many
         # refusals at once as exports.
         maximum_concurrent_rpcs=2 * limit + workers,
-        interceptors=[gate] + ([grpc_auth_interceptor(app.tokens)]
-                               if app.tokens is not None else []),
+        interceptors=[*interceptors, gate],
     )
     gate.server_state = getattr(server, "_state", None)
     server.otel_tooleval_pools = (pool, gate.pool)
+    server.otel_tooleval_deadlines = deadlines
 
-    def export(body: bytes, context: Any) -> bytes:
-        return _grpc_export(app, body, context)
+    def export(requests: Any, context: Any) -> bytes:
+        body = _receive(deadlines, requests, context)
+        with ingest:
+            return _grpc_export(app, body, context)
 
     handler = grpc.method_handlers_generic_handler(
         "opentelemetry.proto.collector.trace.v1.TraceService",
-        {"Export": grpc.unary_unary_rpc_method_handler(export)},
+        {"Export": grpc.stream_unary_rpc_method_handler(export)},
     )
     server.add_generic_rpc_handlers((handler,))
     where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
@@ -79,6 +128,120 @@ def stop_grpc(server: Any, grace: float | None) -> None:
     server.stop(grace).wait(None if grace is None else grace + 1)
     for pool in getattr(server, "otel_tooleval_pools", ()):
         pool.shutdown(wait=False, cancel_futures=True)
+    deadlines = getattr(server, "otel_tooleval_deadlines", None)
+    if deadlines is not None:
+        deadlines.stop()
+
+
+def _receive(deadlines: _ReceiveDeadlines, requests: Any, context: Any) -> bytes:
+    """The message of an export call, received within ``--read-timeout`` of the call's start;
+    a call without it in time is cancelled (DEADLINE_EXCEEDED for the sender, which retries)
+    and nothing of it is kept."""
+    import grpc
+
+    watch = deadlines.watch(context)
+    body: bytes | None = None
+    try:
+        body = next(requests, None)
+    finally:
+        in_time = deadlines.received(watch)
+    if not in_time:   # cancelled already: the abort only ends the handler
+        context.abort(grpc.StatusCode.DEADLINE_EXCEEDED, deadlines.reason)
+    if body is None:   # the sender closed its side without a message
+        message = "no request message"
+        _log.warning("otel-tooleval serve: gRPC request from %s refused: INVALID_ARGUMENT "
+                     "%s", context.peer(), message, extra=refusal_of("grpc-invalid"))
+        context.abort(grpc.StatusCode.INVALID_ARGUMENT, message)
+    return body  # type: ignore[return-value]
+
+
+class _ReceiveDeadlines:
+    """The server-side receive deadline of gRPC calls: ``watch`` a call when its handler
+    starts, tell ``received`` once its message is in (or not); a call still waiting
+    ``seconds`` after it started is cancelled, on one thread for all calls, with one
+    throttled WARNING line naming the sender.
+
+    grpc core has no server-side deadline for a call (only the client's ``grpc-timeout``),
+    and grpcio waits for a message with no timeout, so the cancel is what wakes the handler:
+    ``next()`` on its request iterator then ends. Whether a call was received in time or
+    cancelled is decided once, under the lock, so a message that arrives as the deadline
+    passes is either kept and answered or dropped and cancelled, never kept and cancelled
+    (the sender would send it again).
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.reason = f"request message not received within --read-timeout {seconds:g}s"
+        self._lock = threading.Condition(threading.Lock())
+        self._heap: list[list[Any]] = []   # [deadline, sequence, context or None when decided]
+        self._sequence = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._stopped = False
+
+    def watch(self, context: Any) -> list[Any]:
+        entry = [time.monotonic() + self.seconds, next(self._sequence), context]
+        with self._lock:
+            heapq.heappush(self._heap, entry)
+            if self._thread is None and not self._stopped:
+                self._thread = threading.Thread(target=self._run, daemon=True,
+                                                name="otel-tooleval-grpc-deadlines")
+                self._thread.start()
+        return entry
+
+    def received(self, entry: list[Any]) -> bool:
+        """True when the call was still in time (it is no longer watched); False when it
+        was cancelled for its deadline."""
+        with self._lock:
+            in_time, entry[2] = entry[2] is not None, None
+            self._forget()
+        return in_time
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            self._lock.notify()
+
+    def _forget(self) -> None:
+        """Let the oldest calls that are decided go (with the lock held). Deadlines come in
+        the order of the calls, so what is left is the calls still waiting, and those that
+        came in after the oldest of them."""
+        while self._heap and self._heap[0][2] is None:
+            heapq.heappop(self._heap)
+
+    def _run(self) -> None:
+        # No call wakes this thread (a wake-up per call costs more than the deadline): a call
+        # watched while it sleeps has its deadline ``seconds`` away at least, and it never
+        # sleeps longer than that, nor past the oldest deadline.
+        while True:
+            with self._lock:
+                context = None
+                while context is None and not self._stopped:
+                    self._forget()
+                    wait = (self._heap[0][0] - time.monotonic() if self._heap
+                            else self.seconds)
+                    if wait > 0:
+                        self._lock.wait(wait)
+                        continue
+                    entry = heapq.heappop(self._heap)
+                    context, entry[2] = entry[2], None
+                if self._stopped:
+                    return
+            try:
+                self._expire(context)
+            except Exception:   # noqa: BLE001 - the thread must keep the other deadlines
+                _log.exception("otel-tooleval serve: a gRPC call could not be cancelled")
+
+    def _expire(self, context: Any) -> None:
+        _log.warning("otel-tooleval serve: gRPC request from %s dropped: %s; call cancelled "
+                     "(DEADLINE_EXCEEDED)", context.peer(), self.reason,
+                     extra=refusal_of("grpc-slow"))
+        call = getattr(getattr(context, "_rpc_event", None), "call", None)
+        try:
+            # grpcio's call object takes a status and a reason for the sender; the context's
+            # cancel() (CANCELLED, no reason) where a release lacks it.
+            call.cancel(_DEADLINE_EXCEEDED, self.reason)  # type: ignore[union-attr]
+        except Exception:   # noqa: BLE001 - any failure of the private path: the public one
+            context.cancel()
 
 
 def _concurrency_gate(app: ToolEvalServer) -> Any:
@@ -135,6 +298,9 @@ def _limits(options: ServeOptions) -> list[tuple[str, int]]:
     """grpcio channel arguments for the connection limits (docs/serve.md, "Limits")."""
     limits = [
         ("grpc.max_connection_idle_ms", int(options.idle_timeout * 1000)),
+        # A connection must finish its handshake (TLS, and the HTTP/2 preface) within
+        # --read-timeout, as an HTTP request must arrive (grpc core's default: 120 s).
+        ("grpc.server_handshake_timeout_ms", int(options.read_timeout * 1000)),
         # Keepalive enforcement: a client may ping an idle connection every 10 s at most
         # (more often: GOAWAY after 2 strikes); serve pings idle clients every 60 s and drops
         # those that do not answer within 20 s.

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import time
 
+from .grpc_receiver import quiet_grpc_core
 from .memory import return_large_blocks
 from .options import ServeOptions
 from .server import ToolEvalServer
@@ -56,6 +58,7 @@ def run(options: ServeOptions) -> int:
     warning = raise_file_limit(options.max_connections)
     if warning is not None:
         print(warning, file=sys.stderr, flush=True)
+    quiet_grpc_core(logging.getLogger("otel_tooleval").getEffectiveLevel())
     server = ToolEvalServer(options)
     try:
         server.start()

@@ -31,7 +31,7 @@ import ssl
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -474,11 +474,36 @@ def refusal_reason(authorization: str | None) -> str:
     return "no bearer token" if not authorization else "bearer token not accepted"
 
 
-def grpc_auth_interceptor(tokens: TokenStore) -> Any:
+def grpc_auth_interceptor(tokens: TokenStore, *, pool: Any = None,
+                          count: Callable[[], None] | None = None) -> Any:
     """A gRPC server interceptor: calls without ``authorization: Bearer <token>`` metadata of
     ``tokens`` end with UNAUTHENTICATED before their handler runs (nothing of them is
-    accepted), with one WARNING line naming the peer, never the token."""
+    accepted), with one WARNING line naming the peer, never the token, and ``count()``.
+
+    The refusal is decided on the metadata and answered without reading the message: a stream
+    handler that never asks for it (a unary one would run only once the whole message was in,
+    so a sender that sends none would hold a thread, and a big one would be read whole first),
+    on ``pool`` (grpcio's ``experimental_thread_pool``), threads of the refusals' own, so it
+    does not wait behind the exports in the server's pool.
+    """
     import grpc
+
+    def refuser(reason: str) -> Any:
+        def refuse(requests: Any, context: Any) -> bytes:
+            if count is not None:
+                count()
+            _log.warning("otel-tooleval serve: gRPC request from %s refused: "
+                         "UNAUTHENTICATED %s", context.peer(), reason,
+                         extra=refusal_of("grpc-unauthenticated"))
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
+            raise AssertionError("not reached: abort raises")
+
+        if pool is not None:
+            refuse.experimental_thread_pool = pool  # type: ignore[attr-defined]
+        return grpc.stream_unary_rpc_method_handler(refuse)
+
+    refusals = {reason: refuser(reason) for reason in (refusal_reason(None),
+                                                       refusal_reason("?"))}
 
     class BearerAuthInterceptor(grpc.ServerInterceptor):  # type: ignore[misc]
         def intercept_service(self, continuation: Any, details: Any) -> Any:
@@ -488,16 +513,7 @@ def grpc_auth_interceptor(tokens: TokenStore) -> Any:
                              else None)
             if tokens.check(authorization):
                 return continuation(details)
-            reason = refusal_reason(authorization)
-
-            def refuse(request: bytes, context: Any) -> bytes:
-                _log.warning("otel-tooleval serve: gRPC request from %s refused: "
-                             "UNAUTHENTICATED %s", context.peer(), reason,
-                             extra=refusal_of("grpc-unauthenticated"))
-                context.abort(grpc.StatusCode.UNAUTHENTICATED, reason)
-                raise AssertionError("not reached: abort raises")
-
-            return grpc.unary_unary_rpc_method_handler(refuse)
+            return refusals[refusal_reason(authorization)]
 
     return BearerAuthInterceptor()
 
