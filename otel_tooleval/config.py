@@ -99,6 +99,16 @@ class RunsConfig(BaseModel):
     server_attributes: list[str] = Field(
         default_factory=lambda: ["mcp.server.name", "gen_ai.tool.server.name", "server.address"])
     ground_truth_attribute: str = "tooleval.ground_truth"
+    unwrap: Literal["auto", "off"] = Field(
+        default="auto", description="auto: take generic envelopes off tool arguments and "
+        "results ({\"result\": x} alone, tool messages, {\"input\": {...}, \"options\": "
+        "null} ...); off: only the frameworks' own")
+
+    @field_validator("unwrap", mode="before")
+    @classmethod
+    def _unwrap(cls, value: Any) -> Any:
+        # YAML 1.1 reads a bare off as false.
+        return "off" if value is False else value
 
     @field_validator("root")
     @classmethod
@@ -417,6 +427,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         server_attributes=tuple(runs.server_attributes),
         max_calls_per_run=top.limits.max_calls_per_run,
         conventions=compile_conventions(top.conventions),
+        unwrap=runs.unwrap == "auto",
     )
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
                           top.grading, data, guard=top.guard, sessions=top.sessions,

@@ -14,10 +14,10 @@ from operator import attrgetter
 from types import MappingProxyType
 from typing import Any, NamedTuple, Protocol
 
-from .values import decode_value
+from .values import decode_value, unwrap_arguments, unwrap_result
 
 __all__ = ["AgentRun", "GradeResult", "RunReport", "SpanEvent", "SpanRecord", "ToolCall",
-           "Verdicts", "text_of"]
+           "Verbatim", "Verdicts", "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -65,6 +65,15 @@ class SpanRecord(NamedTuple):
 _UNSET: Any = object()
 
 
+@dataclass(frozen=True, slots=True)
+class Verbatim:
+    """A call's envelope under ``runs.unwrap: off``: only its convention row's own unwrapping
+    (``arguments_from`` / ``result_from``, None for none), no generic envelope taken off."""
+
+    arguments_from: Callable[[Any], Any] | None = None
+    result_from: Callable[[Any], Any] | None = None
+
+
 @dataclass(slots=True, eq=False)
 class ToolCall:
     """One tool invocation of an agent run, in call order. Treat it as immutable.
@@ -96,7 +105,10 @@ class ToolCall:
     decoded_arguments: Any = field(default=_UNSET, repr=False)
     decoded_result: Any = field(default=_UNSET, repr=False)
     #: The convention row that read the call, when it unwraps the framework's envelopes
-    #: (``arguments_from`` / ``result_from`` of ``conventions.ToolConvention``).
+    #: (``arguments_from`` / ``result_from`` of ``conventions.ToolConvention``); a
+    #: ``Verbatim`` when the generic envelopes are not taken off (``runs.unwrap: off``).
+    #: Either way the generic ones (``values.unwrap_arguments`` / ``unwrap_result``) are
+    #: taken off after the row's, unless it is a ``Verbatim``.
     envelope: Any = field(default=None, repr=False)
     #: In a session's view (``otel_tooleval.sessions``), where ``index`` and ``step`` count
     #: across the session: the run's position in the session and the step within that run.
@@ -108,8 +120,14 @@ class ToolCall:
     def arguments(self) -> Any:
         if self.decoded_arguments is _UNSET:
             value = decode_value(self.raw_arguments)
-            if self.envelope is not None and self.envelope.arguments_from is not None:
-                value = self.envelope.arguments_from(value)
+            envelope = self.envelope
+            if envelope is None:
+                value = unwrap_arguments(value)
+            else:
+                if envelope.arguments_from is not None:
+                    value = envelope.arguments_from(value)
+                if envelope.__class__ is not Verbatim:
+                    value = unwrap_arguments(value)
             self.decoded_arguments = value
         return self.decoded_arguments
 
@@ -117,9 +135,14 @@ class ToolCall:
     def result(self) -> Any:
         if self.decoded_result is _UNSET:
             value = decode_value(self.raw_result)
-            if (self.envelope is not None and self.envelope.result_from is not None
-                    and self.error is None):
-                value = self.envelope.result_from(value)
+            envelope = self.envelope
+            if envelope is None:
+                value = unwrap_result(value)
+            else:
+                if envelope.result_from is not None and self.error is None:
+                    value = envelope.result_from(value)
+                if envelope.__class__ is not Verbatim:
+                    value = unwrap_result(value)
             self.decoded_result = value
         return self.decoded_result
 

@@ -56,6 +56,8 @@ class RunPolicy:
                                           "server.address")
     max_calls_per_run: int = 10_000
     conventions: UserConventions | None = None
+    #: ``runs.unwrap``: take generic envelopes off calls' values (``values.unwrap_result``).
+    unwrap: bool = True
 
     def kind(self, attrs: Mapping[str, Any], name: str, scope: str) -> int:
         """TOOL, AGENT and MODEL bits of a span: the config's mapping's, else the conventions'."""
@@ -194,7 +196,7 @@ def run_from(
                 continue   # mapped as no tool: a built-in row must not read it
             row = entry.tool
         call = tool_call(record, len(calls), step - 1 if step else 0, is_pending, server_keys,
-                         row)
+                         row, policy.unwrap)
         if call is None:
             continue
         if call.server is None and call.name.startswith("mcp__"):

@@ -570,13 +570,16 @@ def test_framework_tool_rows(scope: str, attrs: dict[str, Any], name: str, args:
         assert call.server == "WeatherPlugin"
 
 
-def test_an_envelope_shape_is_only_taken_off_by_its_framework() -> None:
-    # The same {"result": ...} from a tool under the general GenAI convention is the value.
+def test_an_envelope_shape_is_taken_off_by_shape_unless_unwrap_is_off() -> None:
+    # Issue 27: a lone {"result": ...} is an envelope whatever the framework (here the general
+    # GenAI convention); with runs.unwrap: off only a framework's own envelopes are taken off.
     root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
     tool = SpanRecord(1, 2, 1, "t", 10, 20, {"gen_ai.tool.name": "t",
                                              "gen_ai.tool.call.result": '{"result": 1}'},
                       scope="pydantic-ai")
     (call,) = build_run(root, [tool], RunPolicy()).calls
+    assert call.result == 1
+    (call,) = build_run(root, [tool], RunPolicy(unwrap=False)).calls
     assert call.result == {"result": 1}
 
 

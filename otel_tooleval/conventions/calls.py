@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import SpanEvent, SpanRecord, ToolCall
+from ..model import SpanEvent, SpanRecord, ToolCall, Verbatim
 from ..values import as_text
 from .kinds import SYNTHESIZED
 from .openinference import tool_message_call_id
@@ -44,11 +44,13 @@ def tool_call_from(
 
 
 def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
-              server_keys: tuple[str, ...], row: ToolConvention | None = None
-              ) -> ToolCall | None:
+              server_keys: tuple[str, ...], row: ToolConvention | None = None,
+              unwrap: bool = True) -> ToolCall | None:
     """``tool_call_from`` with positional arguments (``run_from`` calls it once per call).
 
     ``row``: the row that reads the span (a user mapping's), in place of the conventions'.
+    ``unwrap`` False (``runs.unwrap: off``): the generic envelopes stay on the call's values
+    (``model.Verbatim``); the row's own unwrapping still applies.
 
     Lookups are ``key in attrs`` then ``attrs[key]``: two specialised bytecodes, cheaper than a
     ``get`` method call when, as here, most keys looked up are absent.
@@ -106,9 +108,26 @@ def tool_call(record: SpanRecord, index: int, step: int, pending: bool,
     call = ToolCall(name, index, arguments, result, has_result, call_id, record.span_id,
                     record.start_ns, None if pending else record.end_ns, step, pending, error,
                     server)
-    if conv.arguments_from is not None or conv.result_from is not None:
+    if not unwrap:
+        call.envelope = _verbatim(conv)
+    elif conv.arguments_from is not None or conv.result_from is not None:
         call.envelope = conv
     return call
+
+
+#: ``Verbatim`` envelopes by the row functions they keep: one object per row, so that calls
+#: read by one row share their envelope (``AgentRun.argument_classes`` groups by it).
+_VERBATIM: dict[tuple[Any, Any], Verbatim] = {}
+
+
+def _verbatim(conv: ToolConvention) -> Verbatim:
+    key = (conv.arguments_from, conv.result_from)
+    envelope = _VERBATIM.get(key)
+    if envelope is None:
+        if len(_VERBATIM) >= _MAX_PICKERS:
+            _VERBATIM.clear()
+        envelope = _VERBATIM[key] = Verbatim(*key)
+    return envelope
 
 
 def _from_events(record: SpanRecord, sources: tuple[tuple[str, str], ...]) -> tuple[Any, bool]:

@@ -3,6 +3,32 @@
 Each function receives the decoded value (``values.decode_value``) and returns what is inside
 the envelope it knows, or the value as it was when the value is not in that envelope, so that
 a tool that really returns such a shape is never cut.
+
+Two layers. A convention row names its framework's own envelopes (``ToolConvention``
+``arguments_from`` / ``result_from``: the functions below). Then, whatever the framework, the
+generic envelopes are taken off by their shape (``unwrap_arguments`` / ``unwrap_result``,
+kept in ``values.py`` so that ``ToolCall`` can apply them), repeatedly, innermost last:
+
+- results: a lone ``{"result" | "output" | "response" | "content": x}``; a function-response
+  part ``{"id", "name", "response": x}`` (only those keys, Gemini's few others allowed); a
+  tool message object with ``content`` (``type`` / ``role`` ``tool``, ``tool_result`` ...,
+  or a ``tool_call_id`` / ``tool_use_id`` key: a LangChain ``ToolMessage`` serialised, an
+  OpenAI tool message, an Anthropic ``tool_result`` block); a Responses
+  ``function_call_output``'s ``output``; such a message printed as text
+  (``content='Paris' name='lookup_city' tool_call_id='call_1'`` or its ``ToolMessage(...)``
+  repr: a string literal after ``content=`` and a ``tool_call_id=`` field after it);
+- arguments: a lone ``{"input" | "kwargs": {...}}`` whose value is an object, and
+  ``{"input": {...}, "options": o}`` with ``o`` null, empty or holding ``toolCallId``.
+
+Where the line is: an envelope is recognised only when it has nothing but its own keys. An
+object with any other key beside a wrapper key (``{"result": 1, "status": "ok"}``,
+``{"output": "x", "exit_code": 0}``) is the tool's own value and stays whole; so does
+``{"input": "paris"}`` (a text, not an object: a tool whose one parameter is ``input``), and
+text that merely contains ``content=`` without a tool call id. A result wrapper is never
+taken off arguments, nor an arguments wrapper off a result. What remains ambiguous (a tool
+whose whole result is a lone ``{"output": x}``, or whose one parameter ``input`` takes an
+object) is read as an envelope; ``runs.unwrap: off`` keeps every generic envelope on (the
+rows' own still apply) for an agent whose tools return such shapes.
 """
 
 from __future__ import annotations
@@ -11,7 +37,7 @@ import ast
 import re
 from typing import Any
 
-from ..values import decode_value
+from ..values import decode_value, unwrap_arguments, unwrap_result
 
 __all__ = [
     "ANSWERS",
@@ -25,6 +51,8 @@ __all__ = [
     "llamaindex_tool_output",
     "only_kwargs",
     "only_result",
+    "unwrap_arguments",
+    "unwrap_result",
 ]
 
 

@@ -34,7 +34,7 @@ from pydantic_core import PydanticCustomError
 
 from ..model import AgentRun, GradeResult, ToolCall
 from ..ordered_match import ROW_BUDGET_BYTES, in_order_pairs
-from ..values import decode_value
+from ..values import decode_value, unwrap_arguments
 from ..violations import violations
 from .registry import ConfigProblems, GraderFamily, Problem, params_of, register
 
@@ -228,11 +228,12 @@ def _args_text(args: Mapping[str, Any] | None) -> str | None:
 
     Decoding it gives back ``args`` itself (JSON values only, string keys: the config's
     validator saw to that), and ``args_match`` holds for equal values, unless the decoder
-    unwraps it as a framework envelope (an object with a ``kwargs`` or ``type`` key), which
-    then gets no shortcut. Agents written in Python record ``json.dumps`` text more often
+    unwraps it as a framework envelope (an object with a ``kwargs`` or ``type`` key), or a
+    call's arguments are taken out of it as a generic one (``values.unwrap_arguments``):
+    those get no shortcut. Agents written in Python record ``json.dumps`` text more often
     than not, so a matching call is usually found without decoding its arguments.
     """
-    if args is None or "kwargs" in args or "type" in args:
+    if args is None or "kwargs" in args or "type" in args or unwrap_arguments(args) is not args:
         return None
     try:
         return json.dumps(args)
