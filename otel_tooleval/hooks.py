@@ -38,6 +38,7 @@ from opentelemetry.context import Context
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, span_kind
+from .conventions.registry import AGENT_SPAN_PREFIXES
 from .live_guard import GuardEntry, GuardStart, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
@@ -66,6 +67,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     traces_get = buffers._traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
     named = buffers._named_agents
+    agent_prefixes = AGENT_SPAN_PREFIXES
     # The config's ``conventions:`` mapping, if any: classified here, before named agents.
     mapped = (buffers.policy.conventions.classifier()
               if buffers.policy.conventions is not None else None)
@@ -153,6 +155,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         # run's root is no agent span (run_from tells it from the model
                         # calls); its values are not kept for grading, so not counted.
                         state.models.append(span)
+                    elif not kind and agent_prefixes and parent is not None and not parent[2] \
+                            and span._name.startswith(agent_prefixes):
+                        state.models.append(span)   # as below, with named agents
                     if kept is not None:
                         size = 0   # assembly._value_bytes, inline
                         for value in attrs.values():
@@ -172,6 +177,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                                     out = marked
                             except Exception:
                                 report("guard")
+                elif agent_prefixes and parent is not None and not parent[2] \
+                        and span._name.startswith(agent_prefixes):
+                    # An agent span marked by its name only (ADK 1.x's agent_run [name]):
+                    # it names the run's agent, as a marked agent span below does.
+                    state.models.append(span)
                 if parent is None or parent[2]:
                     # A local root: only marked closed here (see EndedRoot, TraceBuffers._close).
                     state.open_roots -= 1

@@ -27,7 +27,7 @@ from .conventions import (
     tool_name_of,
 )
 from .conventions.calls import tool_call
-from .conventions.registry import NOT_MODELS
+from .conventions.registry import AGENT_SPAN_PREFIXES, NOT_MODELS
 from .conventions.user import UserConventions
 from .model import AgentRun, SpanRecord, ToolCall
 from .user_regex import UserRegex
@@ -151,6 +151,8 @@ def build_run(
             tools.append(record)
         elif kind & (MODEL | AGENT):
             models.append(record)   # agent spans too: run_from tells them apart
+        elif AGENT_SPAN_PREFIXES and record.name.startswith(AGENT_SPAN_PREFIXES):
+            models.append(record)   # an agent span marked by its name only (ADK 1.x)
     return run_from(root, tools, models, policy, late_spans=late_spans,
                     dropped_calls=dropped_calls)
 

@@ -5,15 +5,21 @@ name under a framework's generic root (ADK 1.x ``invocation``)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from otel_tooleval.config import load_config
+from otel_tooleval.conventions.calls import agent_of_span_name
+from otel_tooleval.files import iter_traces, read_records
 from otel_tooleval.graders.tool_trajectory import _args_text
+from otel_tooleval.grading import grade_records
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run
 from otel_tooleval.values import decode_value, unwrap_arguments, unwrap_result
+from tests.support.replay import replay_file
+from tests.test_framework_fixtures import SHARED
 
 ROOT = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
 
@@ -200,3 +206,65 @@ def test_expected_args_in_an_envelope_shape_get_no_text_shortcut() -> None:
     assert _args_text({"input": {"country": "France"}}) is None
     assert _args_text({"country": "France"}) == '{"country": "France"}'
     assert _args_text({"input": "paris"}) == '{"input": "paris"}'
+
+
+# -- a run's agent named by an agent span's name (ADK 1.x) ----------------------------------
+
+_ADK = Path(__file__).parent / "data" / "frameworks" / "adk_legacy" / "traces.jsonl"
+
+
+def _adk_1x(tmp_path: Path, agent_span: str = "agent_run [weather_agent]") -> Path:
+    """The ADK legacy-schema recording as ADK 1.x wrote it: the agent span named
+    ``agent_run [weather_agent]`` with no attribute, and no ``gen_ai.agent.name`` anywhere."""
+    lines = []
+    for line in _ADK.read_text().splitlines():
+        doc = json.loads(line)
+        for rs in doc["resourceSpans"]:
+            for ss in rs["scopeSpans"]:
+                for span in ss["spans"]:
+                    if span["name"].startswith("invoke_agent"):
+                        span["name"], span["attributes"] = agent_span, []
+                    span["attributes"] = [a for a in span.get("attributes", [])
+                                          if a["key"] != "gen_ai.agent.name"]
+        lines.append(json.dumps(doc))
+    path = tmp_path / "traces.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def _graded(path: Path) -> tuple[list[Any], list[Any]]:
+    offline = [r for trace in iter_traces(read_records(str(path)))
+               for r in grade_records(trace, load_config(SHARED))]
+    live = replay_file(path, SHARED)
+    assert [r.passed for r in offline] == [r.passed for r in live] == [True]
+    return offline, live
+
+
+def test_a_generic_root_takes_the_name_of_the_agent_span_below_it(tmp_path: Path) -> None:
+    offline, live = _graded(_adk_1x(tmp_path))
+    assert [r.run.root_name for r in offline] == ["invocation"]
+    assert [r.run.agent for r in offline] == ["weather_agent"]
+    assert [r.run.agent for r in live] == ["weather_agent"]
+    assert [c.name for c in offline[0].run.calls] == [
+        "lookup_city", "get_weather", "get_weather", "convert_temp"]
+    assert offline[0].run.calls[0].result == "Paris"
+
+
+def test_a_span_name_that_only_starts_like_an_agent_span_names_no_agent(tmp_path: Path) -> None:
+    offline, live = _graded(_adk_1x(tmp_path, "agent_run [weather_agent"))
+    assert [r.run.agent for r in offline] == [r.run.agent for r in live] == ["invocation"]
+    assert agent_of_span_name("agent_run []") is None
+    assert agent_of_span_name("agent_run [a b]") == "a b"
+
+
+def test_an_agent_attribute_below_wins_over_an_agent_span_name() -> None:
+    root = SpanRecord(1, 1, 0, "invocation", 0, 100, {}, scope="gcp.vertex.agent")
+    by_name = SpanRecord(1, 2, 1, "agent_run [outer]", 1, 99, {}, scope="gcp.vertex.agent")
+    by_attr = SpanRecord(1, 3, 2, "invoke_agent inner", 2, 98,
+                         {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "inner"})
+    assert build_run(root, [by_name, by_attr], RunPolicy()).agent == "inner"
+    assert build_run(root, [by_name], RunPolicy()).agent == "outer"
+    # A root that is an agent span keeps its own name.
+    agent_root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100,
+                            {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
+    assert build_run(agent_root, [by_name], RunPolicy()).agent == "a"

@@ -4,6 +4,8 @@ Schema 2 writes the GenAI keys; a non-dict return value is recorded as ``{"resul
 parallel calls an ``execute_tool (merged)`` span named ``(merged tools)`` is bookkeeping. The
 1.x schema keeps arguments and results in ``gcp.vertex.agent.tool_call_args`` /
 ``tool_response`` and marks model calls (``call_llm``) only by ``gcp.vertex.agent.llm_request``.
+ADK 1.x's run root is ``invocation`` and its agent span ``agent_run [<agent name>]``, with no
+attribute at all: the agent's name is in the span's name only.
 """
 
 from __future__ import annotations
@@ -23,4 +25,5 @@ CONVENTION = Convention(
         ("gen_ai.tool.call.id",), scope="gcp.vertex.agent", result_from=only_result,
         not_tools=frozenset({"(merged tools)"})),),
     model_texts=(("gcp.vertex.agent.llm_response", genai_content_parts),),
+    agent_span_names=(("agent_run [", "]"),),
 )

@@ -10,7 +10,12 @@ from ..model import SpanEvent, SpanRecord, ToolCall, Verbatim
 from ..values import as_text
 from .kinds import SYNTHESIZED
 from .openinference import tool_message_call_id
-from .registry import AGENT_NAME_KEYS, NESTED_AGENT_NAME_KEYS, TOOL_CONVENTIONS
+from .registry import (
+    AGENT_NAME_KEYS,
+    AGENT_SPAN_NAMES,
+    NESTED_AGENT_NAME_KEYS,
+    TOOL_CONVENTIONS,
+)
 from .spec import ToolConvention
 
 __all__ = ["TOOL_KEYS", "CallReader", "CallText", "agent_name_of", "call_reader", "call_text",
@@ -271,9 +276,11 @@ def _event_value(events: tuple[SpanEvent, ...], sources: tuple[tuple[str, str], 
 def agent_name_of(record: SpanRecord, agents: Sequence[SpanRecord] = (),
                   root_is_agent: bool = True) -> str | None:
     """A run's agent name: the root's agent-name attribute; when the root is no agent span (a
-    framework's chain or crew), the first agent span below it that is named; else the root's
-    span name without the instance UUIDs some frameworks put there (``Crew_<uuid>.kickoff``),
-    so that one agent keeps one name across runs."""
+    framework's chain or crew, ADK 1.x's ``invocation``), the first agent span below it that
+    is named by an attribute, else by its span name (``Convention.agent_span_names``: ADK
+    1.x's ``agent_run [weather_agent]``); else the root's span name without the instance
+    UUIDs some frameworks put there (``Crew_<uuid>.kickoff``), so that one agent keeps one
+    name across runs."""
     attrs = record.attributes
     for key in AGENT_NAME_KEYS:
         value = attrs.get(key)
@@ -285,7 +292,21 @@ def agent_name_of(record: SpanRecord, agents: Sequence[SpanRecord] = (),
                 value = agent.attributes.get(key)
                 if value:
                     return as_text(value)
+        for agent in agents:
+            name = agent_of_span_name(agent.name)
+            if name:
+                return name
     return _UUID.sub("", record.name) or None
+
+
+def agent_of_span_name(span_name: str) -> str | None:
+    """The agent a span's name names (``agent_run [weather_agent]``: ``weather_agent``) by a
+    convention's ``agent_span_names``, or None."""
+    for prefix, suffix in AGENT_SPAN_NAMES:
+        if span_name.startswith(prefix) and span_name.endswith(suffix) and (
+                len(span_name) > len(prefix) + len(suffix)):
+            return span_name[len(prefix):len(span_name) - len(suffix)]
+    return None
 
 
 _UUID = re.compile(r"[_.:-]?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",

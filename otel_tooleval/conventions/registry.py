@@ -28,6 +28,8 @@ from .spec import Convention, ToolConvention
 
 __all__ = [
     "AGENT_NAME_KEYS",
+    "AGENT_SPAN_NAMES",
+    "AGENT_SPAN_PREFIXES",
     "CONVENTIONS",
     "FRAMEWORK_SCOPES",
     "FRAME_KEYS",
@@ -59,6 +61,11 @@ FRAMEWORK_SCOPES: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.scop
 AGENT_NAME_KEYS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.agent_names)
 NESTED_AGENT_NAME_KEYS: tuple[str, ...] = AGENT_NAME_KEYS + tuple(
     k for c in CONVENTIONS for k in c.agent_node_names)
+#: ``(prefix, suffix)`` of agent spans named after their agent (``Convention.agent_span_names``)
+#: and the prefixes alone (one ``str.startswith`` tells a span of none of them).
+AGENT_SPAN_NAMES: tuple[tuple[str, str], ...] = tuple(
+    n for c in CONVENTIONS for n in c.agent_span_names)
+AGENT_SPAN_PREFIXES: tuple[str, ...] = tuple(dict.fromkeys(p for p, _ in AGENT_SPAN_NAMES))
 NOT_MODELS: tuple[str, ...] = tuple(s for c in CONVENTIONS for s in c.not_models)
 ROOT_OUTPUTS: tuple[str, ...] = tuple(k for c in CONVENTIONS for k in c.outputs)
 ROOT_OUTPUT_EVENTS: tuple[tuple[str, str], ...] = tuple(

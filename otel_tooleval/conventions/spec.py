@@ -85,6 +85,9 @@ class Convention:
     ``agent_names``: attributes that hold a run's agent name, in order.
     ``agent_node_names``: attributes that name an agent span below a run's root (graph node
     ids), read when the root itself is no agent span.
+    ``agent_span_names``: ``(prefix, suffix)`` of the names of spans that are a framework's
+    agent invocations and carry the agent's name only there (ADK 1.x ``agent_run
+    [weather_agent]``): below a root that is no agent span, they name the run's agent.
     ``not_models``: span-name suffixes of model-marked spans that are no model response (a
     framework's request preparation). ``outputs``: attributes of a run's root that hold its
     final answer (after the general ones: ``final_result``, ``output.value`` ...).
@@ -100,6 +103,7 @@ class Convention:
     scopes: tuple[str, ...] = ()
     agent_names: tuple[str, ...] = field(default=())
     agent_node_names: tuple[str, ...] = ()
+    agent_span_names: tuple[tuple[str, str], ...] = ()
     not_models: tuple[str, ...] = ()
     outputs: tuple[str, ...] = ()
     output_events: tuple[tuple[str, str], ...] = ()
