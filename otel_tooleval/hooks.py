@@ -155,8 +155,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         # run's root is no agent span (run_from tells it from the model
                         # calls); its values are not kept for grading, so not counted.
                         state.models.append(span)
-                    elif not kind and agent_prefixes and parent is not None and not parent[2] \
-                            and span._name.startswith(agent_prefixes):
+                    elif not kind and span._name.startswith(agent_prefixes) \
+                            and parent is not None and not parent[2]:
                         state.models.append(span)   # as below, with named agents
                     if kept is not None:
                         size = 0   # assembly._value_bytes, inline
@@ -177,8 +177,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                                     out = marked
                             except Exception:
                                 report("guard")
-                elif agent_prefixes and parent is not None and not parent[2] \
-                        and span._name.startswith(agent_prefixes):
+                elif span._name.startswith(agent_prefixes) and parent is not None \
+                        and not parent[2]:
                     # An agent span marked by its name only (ADK 1.x's agent_run [name]):
                     # it names the run's agent, as a marked agent span below does.
                     state.models.append(span)
