@@ -163,32 +163,6 @@ def test_calls_in_order_with_arguments_results_and_steps(folder: Path) -> None:
                    for r in expected["runs"]]
 
 
-@pytest.mark.parametrize("folder", _ids("requests"))
-def test_the_model_spans_record_the_requests(folder: Path) -> None:
-    # The second witness, read from the recording's model spans alone (message formats,
-    # otel_tooleval/conventions/messages.py): where ``requests_recorded``, one list per model
-    # response that asked for calls, in the order the response lists them, equal to the calls
-    # the framework made (two in the third response); elsewhere no model span yields a call.
-    messages = pytest.importorskip("otel_tooleval.conventions.messages")
-    expected = _expected(folder)
-    got: list[list[tuple[str, Any, int]]] = []
-    for trace in iter_traces(read_records(str(folder / "traces.jsonl"))):
-        for span in sorted(trace, key=lambda s: (s.start_ns, s.span_id)):
-            if is_model_span(span.attributes):
-                requested = messages.requested_calls(span.attributes, span.events)
-                if requested:
-                    got.append([(r.name, r.arguments, r.position) for r in requested])
-    if not expected["requests_recorded"]:
-        assert got == []
-        return
-    steps: dict[tuple[int, int], list[tuple[str, Any, int]]] = {}
-    for run, want in enumerate(expected["runs"]):
-        for call in want["calls"]:
-            step = steps.setdefault((run, call["step"]), [])
-            step.append((call["name"], call["arguments"], len(step)))
-    assert got == list(steps.values())
-
-
 @pytest.mark.parametrize("folder", _ids("final_output"))
 def test_final_output(folder: Path) -> None:
     expected = _expected(folder)
@@ -223,3 +197,29 @@ def test_the_shared_config_passes(folder: Path) -> None:
     (report,) = graded_offline(folder, SHARED)
     failing = [(g.name, g.explanation) for g in report.results if not g.passed]
     assert failing == []
+
+
+@pytest.mark.parametrize("folder", _ids("requests"))
+def test_the_model_spans_record_the_requests(folder: Path) -> None:
+    # The second witness, read from the recording's model spans alone (message formats,
+    # otel_tooleval/conventions/messages.py): where ``requests_recorded``, one list per model
+    # response that asked for calls, in the order the response lists them, equal to the calls
+    # the framework made (two in the third response); elsewhere no model span yields a call.
+    messages = pytest.importorskip("otel_tooleval.conventions.messages")
+    expected = _expected(folder)
+    got: list[list[tuple[str, Any, int]]] = []
+    for trace in iter_traces(read_records(str(folder / "traces.jsonl"))):
+        for span in sorted(trace, key=lambda s: (s.start_ns, s.span_id)):
+            if is_model_span(span.attributes):
+                requested = messages.requested_calls(span.attributes, span.events)
+                if requested:
+                    got.append([(r.name, r.arguments, r.position) for r in requested])
+    if not expected["requests_recorded"]:
+        assert got == []
+        return
+    steps: dict[tuple[int, int], list[tuple[str, Any, int]]] = {}
+    for run, want in enumerate(expected["runs"]):
+        for call in want["calls"]:
+            step = steps.setdefault((run, call["step"]), [])
+            step.append((call["name"], call["arguments"], len(step)))
+    assert got == list(steps.values())
