@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 
 from otel_tooleval import load_config
+from otel_tooleval.conventions import is_model_span
 from otel_tooleval.files import iter_traces, read_records
 from otel_tooleval.grading import grade_records
 from otel_tooleval.model import RunReport, text_of
@@ -39,14 +40,42 @@ GAPS: dict[str, dict[str, str]] = {
     "agent": {
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
+        "openai_agents": "the run root is the SDK's trace span `Agent workflow` (OpenInference "
+                         "AGENT, a generic framework word) and is taken for the agent's name; "
+                         "the agent is the `weather_agent` AGENT span below it (agent.name)",
     },
     "calls": {
+        "langgraph_js": "OpenInference's LangChain.js tool spans record a one-field input as the "
+                        "bare value (input.value `paris`, not {\"query\": \"paris\"}) and the "
+                        "result as a serialised ToolMessage ({\"output\": {\"lc\": 1, ..., "
+                        "\"kwargs\": {\"content\": \"Paris\", \"tool_call_id\": ...}}}), "
+                        "both read as recorded; the ChatOpenAI spans' requests "
+                        "(llm.output_messages.N.message.tool_calls.M.*, ids only in output.value) "
+                        "and results (llm.input_messages role tool) hold the right ones",
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
+        "traceloop_openai": "every call at step 0: the `openai.chat` model spans of OpenLLMetry "
+                            "0.47 (llm.request.type=chat, no gen_ai.operation.name) are not read "
+                            "as model turns; their requests are the older flattened "
+                            "gen_ai.completion.0.tool_calls.N.{id,name,arguments}",
+    },
+    "requests": {
+        "haystack": "the response is recorded on `haystack.agent.step.llm` "
+                    "(haystack.agent.step.llm.output, tool_call contents), which is no model "
+                    "span; the model span is its parent `haystack.agent.step`, which records "
+                    "no response: the requests go unread",
+        "traceloop_openai": "the `openai.chat` spans of OpenLLMetry 0.47 (llm.request.type=chat, "
+                            "gen_ai.system, no gen_ai.operation.name) are no model spans, so "
+                            "their gen_ai.completion.0.tool_calls.N.* go unread",
     },
     "final_output": {
+        "langgraph_js": "the root's output.value is the graph's whole state ({\"messages\": "
+                        "[serialised LangChain messages]}), taken as the final output instead "
+                        "of the last AI message's content",
         "logfire": "no run is found without a conventions: mapping "
                    "(tests/test_user_conventions.py)",
+        "traceloop_openai": "traceloop.entity.output holds the agent function's return value "
+                            "JSON-encoded and is read undecoded: \"Paris 21C ...\" with its quotes",
     },
 }
 
@@ -177,3 +206,29 @@ def test_the_shared_config_passes(folder: Path) -> None:
     (report,) = graded_offline(folder, SHARED)
     failing = [(g.name, g.explanation) for g in report.results if not g.passed]
     assert failing == []
+
+
+@pytest.mark.parametrize("folder", _ids("requests"))
+def test_the_model_spans_record_the_requests(folder: Path) -> None:
+    # The second witness, read from the recording's model spans alone (message formats,
+    # otel_tooleval/conventions/messages.py): where ``requests_recorded``, one list per model
+    # response that asked for calls, in the order the response lists them, equal to the calls
+    # the framework made (two in the third response); elsewhere no model span yields a call.
+    messages = pytest.importorskip("otel_tooleval.conventions.messages")
+    expected = _expected(folder)
+    got: list[list[tuple[str, Any, int]]] = []
+    for trace in iter_traces(read_records(str(folder / "traces.jsonl"))):
+        for span in sorted(trace, key=lambda s: (s.start_ns, s.span_id)):
+            if is_model_span(span.attributes):
+                requested = messages.requested_calls(span.attributes, span.events)
+                if requested:
+                    got.append([(r.name, r.arguments, r.position) for r in requested])
+    if not expected["requests_recorded"]:
+        assert got == []
+        return
+    steps: dict[tuple[int, int], list[tuple[str, Any, int]]] = {}
+    for run, want in enumerate(expected["runs"]):
+        for call in want["calls"]:
+            step = steps.setdefault((run, call["step"]), [])
+            step.append((call["name"], call["arguments"], len(step)))
+    assert got == list(steps.values())
