@@ -97,6 +97,9 @@ INPUT_KEYS = (
     "traceloop.entity.input",
 )
 
+#: Attributes holding only a response's text: a response recorded without tool calls.
+_TEXT_OUTPUT_KEYS = ("ai.response.text",)
+
 #: Flattened message lists: (prefix, message infix) of OpenInference and OpenLLMetry.
 _OI_OUT = "llm.output_messages"
 _OI_IN = "llm.input_messages"
@@ -138,8 +141,12 @@ def requested_calls(attributes: Mapping[str, Any],
                     found = _document_calls(attributes[key])
                     if found is not None:
                         break
+        if found is None and "events" in attributes:   # event-era events as one attribute
+            found = _event_calls(_attribute_events(attributes["events"]))
         if found is None and events:
             found = _event_calls(events)
+        if found is None and any(key in attributes for key in _TEXT_OUTPUT_KEYS):
+            found = []   # the response was recorded, and it holds text only
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
         return None
     if found is None:
@@ -170,6 +177,8 @@ def returned_results(attributes: Mapping[str, Any],
                     _document_results(decode_value(raw), results, 0)
                     if results:
                         break
+        if not results and "events" in attributes:
+            _event_results(_attribute_events(attributes["events"]), results)
         if not results and events:
             _event_results(events, results)
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
@@ -186,7 +195,10 @@ def records_messages(attributes: Mapping[str, Any], events: Sequence[SpanEvent] 
     for key in INPUT_KEYS:
         if key in attributes:
             return True
-    if (f"{_OI_OUT}.0.message.role" in attributes or f"{_OLD_OUT}.0.role" in attributes
+    for key in _TEXT_OUTPUT_KEYS:
+        if key in attributes:
+            return True
+    if "events" in attributes or (f"{_OI_OUT}.0.message.role" in attributes or f"{_OLD_OUT}.0.role" in attributes
             or f"{_OI_IN}.0.message.role" in attributes or f"{_OLD_IN}.0.role" in attributes):
         return True
     for name, _ in events:
@@ -315,24 +327,20 @@ def _message_calls(message: Any, depth: int) -> list[_Call] | None:
     if role in ("user", "system", "tool", "developer", "human", "function"):
         return []
     found: list[_Call] = []
-    is_message = False
-    for key in ("parts", "tool_calls", "content", "toolCalls"):
-        items = message.get(key)
-        if isinstance(items, dict) and key == "content":   # a Gemini Content inside
-            calls = _message_calls(items, depth + 1)
-            if calls is not None:
-                found.extend(calls)
-                is_message = True
-            continue
-        if not isinstance(items, list):
-            if key in message:
-                is_message = True
+    is_message = role is not None
+    # The first list that holds calls wins: LangChain keeps Anthropic's ``tool_use`` blocks in
+    # ``content`` and the same calls in ``tool_calls``, which must not count twice.
+    for key in ("tool_calls", "parts", "content", "toolCalls"):
+        if key not in message:
             continue
         is_message = True
-        for item in items[:MAX_ITEMS]:
-            one = _call_item(item)
-            if one is not None:
-                found.append(one)
+        items = message[key]
+        if isinstance(items, dict) and key == "content":   # a Gemini Content inside
+            found = _message_calls(items, depth + 1) or []
+        elif isinstance(items, list):
+            found = [c for item in items[:MAX_ITEMS] if (c := _call_item(item)) is not None]
+        if found:
+            break
     if not found:
         extra = message.get("additional_kwargs")
         if isinstance(extra, dict) and isinstance(extra.get("tool_calls"), list):
@@ -341,7 +349,7 @@ def _message_calls(message: Any, depth: int) -> list[_Call] | None:
         legacy = message.get("function_call")
         if isinstance(legacy, dict) and "name" in legacy:   # OpenAI's pre-tools function call
             found.append((as_text(legacy["name"]), _arguments(legacy.get("arguments")), None))
-    if not found and not is_message and role is None:
+    if not found and not is_message:
         return None
     return found
 
@@ -495,11 +503,20 @@ def _event_results(events: Sequence[SpanEvent], results: dict[str, Any]) -> None
         elif name == "gen_ai.tool.message":
             call_id = attrs.get("id", attrs.get("tool_call_id"))
             content = attrs.get("content")
-            doc = decode_value(content)
-            before = len(results)
-            _document_results(doc, results, 0)
-            if len(results) == before and call_id is not None and content is not None:
+            if call_id is not None and content is not None:   # the semconv's event body
                 _put(results, call_id, content)
+            elif content is not None:   # Strands: the result blocks, each with its id
+                _document_results(decode_value(content), results, 0)
+
+
+def _attribute_events(raw: Any) -> list[SpanEvent]:
+    """Events kept as one JSON attribute (``events``: pydantic-ai's ``event_mode=
+    "attributes"``, each ``{"event.name": ..., <body>}``) as ``(name, attributes)`` pairs."""
+    doc = decode_value(raw)
+    if not isinstance(doc, list):
+        return []
+    return [(item["event.name"], item) for item in doc[:MAX_ITEMS]
+            if isinstance(item, dict) and isinstance(item.get("event.name"), str)]
 
 
 def _bounded(events: Sequence[SpanEvent]) -> Iterator[SpanEvent]:
