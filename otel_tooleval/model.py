@@ -242,11 +242,26 @@ class Reading:
                    f"span {n.span_id:016x} but no tool span executed it"
                    for n in self.unexecuted])
 
+    @property
+    def source(self) -> str:
+        """What the calls were read from: ``requests+executions`` (matched), ``executions``
+        (the tool spans alone: ``calls_from: executed``, or no request recorded) or
+        ``requests`` (``calls_from: requested``)."""
+        if self.calls_from == "requested":
+            return "requests"
+        if self.calls_from == "executed" or not self.recorded:
+            return "executions"
+        return "requests+executions"
+
     def to_dict(self) -> dict[str, Any]:
-        return {"calls_from": self.calls_from, "requests_recorded": self.recorded,
-                "requested": self.requested, "executed": self.executed,
-                "matched": self.matched,
-                "unrequested": [n.to_dict() for n in self.unrequested],
+        """The counts, as the grade JSON document writes them."""
+        return {"requested": self.requested, "executed": self.executed,
+                "matched": self.matched, "unrequested": len(self.unrequested),
+                "unexecuted": len(self.unexecuted), "source": self.source}
+
+    def notes(self) -> dict[str, list[dict[str, Any]]]:
+        """The calls the witnesses disagree on, each with its span (``inspect``)."""
+        return {"unrequested": [n.to_dict() for n in self.unrequested],
                 "unexecuted": [n.to_dict() for n in self.unexecuted]}
 
 

@@ -10,14 +10,17 @@ matches the two on the grading side (``trajectory.run_from``), never in the span
    started in the same millisecond keep the model's order);
 3. an execution that matches no request, after a response that recorded its requests, is
    ``unrequested``: reported and left out of the trajectory; after a response that recorded
-   nothing (content capture off, a sub-agent instrumented otherwise) it stays a call;
+   nothing (content capture off, a sub-agent instrumented otherwise), or before any
+   response, it stays a call;
 4. a request that no execution matches is ``unexecuted``: a pending call (called, not
-   completed), or with ``calls_from: requested`` a completed call when its result was handed
-   back to the model;
+   completed), or a completed call when its result was handed back to the model (the call
+   ran where no instrumentation saw it);
 5. arguments and results the execution span lacks are taken from the request and from the
    result handed back.
 
-Where no model span of the run records its response, the tool spans are read as before.
+Where no model span of the run records its response, or none of the recorded responses asks
+for a call in a structured form (an agent that reads its tool calls from the model's text,
+such as DSPy's ReAct), the tool spans are read as before.
 """
 
 from __future__ import annotations
@@ -55,19 +58,23 @@ def reconcile(
     """
     requests: list[_Request] = []
     recorded: set[int] = set()
+    asked = False
     for step, model in enumerate(models):
         try:
-            found = requested_calls(model.attributes)
+            found = requested_calls(model.attributes, model.events)
         except Exception:   # noqa: BLE001 - a response we cannot read is one not recorded
             found = None
         if found is None:
             continue
         recorded.add(step)
+        asked = asked or bool(found)
         for req in found:
             if ignores is not None and ignores(req.name):
                 continue
             requests.append((step, req.position, req, model.span_id))
-    if not recorded:
+    if not asked:
+        # No response recorded, or none asked for a call in the structured form: content
+        # capture is off, or the agent drives its tools from the model's text (ReAct).
         if calls_from != "requested":
             return calls, Reading(calls_from, False, 0, len(calls), 0)
         return [], Reading(calls_from, False, 0, len(calls), 0, tuple(
@@ -87,7 +94,7 @@ def reconcile(
     needed = [i for i, c in by_request.items() if not c.has_result and not c.pending]
     unexecuted_ids = [i for i in range(len(requests)) if i not in by_request]
     results: dict[str, Any] = {}
-    if needed or (calls_from == "requested" and unexecuted_ids):
+    if needed or unexecuted_ids:
         ids = [requests[i][2].call_id or by_request[i].call_id for i in needed]
         ids += [requests[i][2].call_id for i in unexecuted_ids]
         results = _results(models, {i for i in ids if i})
@@ -101,7 +108,7 @@ def reconcile(
             call = ToolCall(req.name, 0, req.arguments, None, False, req.call_id, 0, 0, None,
                             step, True)
             call.decoded_arguments = req.arguments
-            if calls_from == "requested" and req.call_id in results:
+            if req.call_id in results:   # handed back: it ran, unseen by any tool span
                 value = results[req.call_id]
                 call.raw_result = call.decoded_result = value
                 call.has_result, call.pending = True, False
@@ -209,7 +216,7 @@ def _results(models: Sequence[SpanRecord], wanted: set[str]) -> dict[str, Any]:
         if not wanted:
             break
         try:
-            returned = returned_results(model.attributes)
+            returned = returned_results(model.attributes, model.events)
         except Exception:   # noqa: BLE001, S112 - an input we cannot read hands nothing back
             continue
         for call_id in list(wanted):

@@ -92,7 +92,7 @@ def reading(report: RunReport) -> dict[str, Any]:
     run = report.run
     return {"agent": run.agent, "final_output": run.final_output, "calls": [
         {"name": c.name, "arguments": c.arguments, "result": c.result, "step": c.step}
-        for c in run.calls], "reading": run.reading.to_dict()}
+        for c in run.calls], "reading": {**run.reading.to_dict(), **run.reading.notes()}}
 
 
 def test_there_are_recordings() -> None:
