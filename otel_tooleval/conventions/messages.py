@@ -147,6 +147,8 @@ def requested_calls(attributes: Mapping[str, Any],
             found = _event_calls(events)
         if found is None and any(key in attributes for key in _TEXT_OUTPUT_KEYS):
             found = []   # the response was recorded, and it holds text only
+        if found is None:
+            found = _other_output_calls(attributes)
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
         return None
     if found is None:
@@ -181,6 +183,8 @@ def returned_results(attributes: Mapping[str, Any],
             _event_results(_attribute_events(attributes["events"]), results)
         if not results and events:
             _event_results(events, results)
+        if not results:
+            _other_input_results(attributes, results)
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
         return results
     return results
@@ -468,6 +472,55 @@ def _result(raw: Any) -> Any:
     for unwrap in RESULT_UNWRAPS:
         value = unwrap(value)
     return value
+
+
+# --- attributes no convention names -------------------------------------------------------
+
+#: Words in an attribute's key that say it holds a response, or the messages sent: an
+#: instrumentation never named here is read by these, its JSON by shape as above.
+_OUTPUT_WORDS = ("output", "response", "completion", "tool_calls", "choices")
+_INPUT_WORDS = ("input", "request", "prompt", "messages", "history")
+#: Keys left alone: a tool span's own keys (an instrumentation may copy them onto the model
+#: span, SEMANTICS: a model span is never a call) and the system instructions.
+_NOT_MESSAGES = ("gen_ai.tool.", "tool.", "gen_ai.system_instructions", "llm.tools.",
+                 "gen_ai.tool_definitions", "gen_ai.request.tools")
+#: The most attributes looked at by key (a span has a few dozen).
+_MAX_OTHER = 256
+_KNOWN = frozenset(OUTPUT_KEYS + INPUT_KEYS + _TEXT_OUTPUT_KEYS + ("events",))
+
+
+def _other_keys(attributes: Mapping[str, Any], words: tuple[str, ...],
+                unless: tuple[str, ...]) -> Iterator[Any]:
+    """The JSON values of the attributes whose key holds one of ``words`` (and none of
+    ``unless``) and no convention names, in the span's order."""
+    for i, (key, value) in enumerate(attributes.items()):
+        if i >= _MAX_OTHER:
+            return
+        if key in _KNOWN or key.startswith(_NOT_MESSAGES) or value.__class__ is not str:
+            continue
+        lowered = key.lower()
+        if not any(w in lowered for w in words) or any(w in lowered for w in unless):
+            continue
+        text = value.lstrip()
+        if text[:1] in ("{", "[") and ("tool" in text or "unction" in text):
+            yield value
+
+
+def _other_output_calls(attributes: Mapping[str, Any]) -> list[_Call] | None:
+    """Calls in an output attribute no convention names: the first that holds any (one that
+    holds none proves nothing: it may be no response at all)."""
+    for value in _other_keys(attributes, _OUTPUT_WORDS, _INPUT_WORDS):
+        calls = _document_calls(value)
+        if calls:
+            return calls
+    return None
+
+
+def _other_input_results(attributes: Mapping[str, Any], results: dict[str, Any]) -> None:
+    for value in _other_keys(attributes, _INPUT_WORDS, ("output", "response", "completion")):
+        _document_results(decode_value(value), results, 0)
+        if results:
+            return
 
 
 # --- events --------------------------------------------------------------------------------
