@@ -406,29 +406,46 @@ def _document_results(doc: Any, results: dict[str, Any], depth: int) -> None:
     ``contents`` or ``input``, one message) into ``results``."""
     if depth > MAX_DEPTH:
         return
-    if isinstance(doc, list):
+    if doc.__class__ is list:
         for item in doc[:MAX_ITEMS]:
-            if not _result_item(item, results):
+            if item.__class__ is dict:
+                if not _result_item(item, results):
+                    _document_results(item, results, depth + 1)
+            elif item.__class__ is list:   # LangChain's batches: a list of message lists
                 _document_results(item, results, depth + 1)
         return
-    if not isinstance(doc, dict):
+    if doc.__class__ is not dict:
         return
-    if doc.get("lc") and isinstance(doc.get("kwargs"), dict):   # LangChain serialised
+    if "lc" in doc and isinstance(doc.get("kwargs"), dict):   # LangChain serialised
         doc = doc["kwargs"]
-    if _result_item(doc, results):
+        if _result_item(doc, results):
+            return
+    if doc.get("role") in _NO_RESULTS:   # what the model said: no result is handed back there
         return
-    for key in ("messages", "contents", "input", "prompt", "parts", "content", "data",
-                "inputs"):
-        inner = doc.get(key)
-        if isinstance(inner, (list, dict)):
-            _document_results(inner, results, depth + 1)
+    for key in _RESULT_HOLDERS:
+        if key in doc:
+            inner = doc[key]
+            if inner.__class__ is list or inner.__class__ is dict:
+                _document_results(inner, results, depth + 1)
 
 
-def _result_item(item: Any, results: dict[str, Any]) -> bool:
+#: The roles of messages that never hand a result back (the model's own, the system's).
+_NO_RESULTS = frozenset({"assistant", "system", "model", "developer", "ai"})
+#: The keys under which a document holds messages, parts or content blocks.
+_RESULT_HOLDERS = ("messages", "contents", "input", "prompt", "parts", "content", "data",
+                   "inputs")
+#: Keys that mark a result in one of the formats ``_result_item`` reads.
+_RESULT_TYPES = frozenset({"tool_call_response", "function_call_output", "tool_result",
+                           "tool-result", "tool", "function"})
+_RESULT_KEYS = ("tool_call_id", "function_response", "functionResponse", "toolResult",
+                "tool_call_result")
+
+
+def _result_item(item: dict[str, Any], results: dict[str, Any]) -> bool:
     """A tool result in any format we know into ``results``; whether ``item`` was one."""
-    if not isinstance(item, dict):
-        return False
     kind = item.get("type")
+    if kind not in _RESULT_TYPES and not any(key in item for key in _RESULT_KEYS):
+        return False   # the usual case: a text part, a message, a call
     if kind == "tool_call_response" and "id" in item:   # GenAI semconv part
         return _put(results, item["id"], item.get("response", item.get("result")))
     if kind == "function_call_output" and "call_id" in item:   # OpenAI Responses input item
@@ -440,7 +457,7 @@ def _result_item(item: Any, results: dict[str, Any]) -> bool:
         if isinstance(output, dict) and "value" in output and "type" in output:
             output = output["value"]   # AI SDK 5's typed output
         return _put(results, item["toolCallId"], output)
-    if "tool_call_id" in item and item.get("role", item.get("type")) in ("tool", "function"):
+    if "tool_call_id" in item and item.get("role", kind) in ("tool", "function"):
         return _put(results, item["tool_call_id"], item.get("content"))   # OpenAI, LangChain
     for key in ("function_response", "functionResponse"):   # Gemini part
         inner = item.get(key)
