@@ -333,3 +333,22 @@ def test_walks_are_bounded() -> None:
     for _ in range(50):
         nested = {"content": nested}
     assert requested_calls({"output.value": json.dumps(nested)}) == []
+
+
+def test_attributes_no_convention_names_are_read_by_shape() -> None:
+    calls = [{"id": "call_b", "type": "function",
+              "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}},
+             {"id": "call_c", "type": "function",
+              "function": {"name": "convert_temp", "arguments": '{"celsius": 21}'}}]
+    history = [{"role": "user", "content": "weather?"},
+               {"role": "tool", "tool_call_id": "call_a", "content": "Paris"}]
+    attrs = {"myagent.llm.response": json.dumps({"role": "assistant", "tool_calls": calls}),
+             "myagent.llm.request_messages": json.dumps(history)}
+    assert _pairs(requested_calls(attrs)) == _LYON_CONVERT
+    assert returned_results(attrs) == {"call_a": "Paris"}
+    # A tool span's keys copied onto a model span are no request, nor is an unrelated output.
+    copied = {"gen_ai.tool.name": "get_weather, convert_temp",
+              "gen_ai.tool.call.arguments": json.dumps({"tool_calls": calls}),
+              "myagent.output": json.dumps({"status": "ok"})}
+    assert requested_calls(copied) is None
+    assert not records_messages(copied)

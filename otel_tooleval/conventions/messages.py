@@ -147,6 +147,8 @@ def requested_calls(attributes: Mapping[str, Any],
             found = _event_calls(events)
         if found is None and any(key in attributes for key in _TEXT_OUTPUT_KEYS):
             found = []   # the response was recorded, and it holds text only
+        if found is None:
+            found = _other_output_calls(attributes)
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
         return None
     if found is None:
@@ -181,6 +183,8 @@ def returned_results(attributes: Mapping[str, Any],
             _event_results(_attribute_events(attributes["events"]), results)
         if not results and events:
             _event_results(events, results)
+        if not results:
+            _other_input_results(attributes, results)
     except Exception:   # noqa: BLE001 - the application's data: never an error of ours
         return results
     return results
@@ -402,29 +406,46 @@ def _document_results(doc: Any, results: dict[str, Any], depth: int) -> None:
     ``contents`` or ``input``, one message) into ``results``."""
     if depth > MAX_DEPTH:
         return
-    if isinstance(doc, list):
+    if doc.__class__ is list:
         for item in doc[:MAX_ITEMS]:
-            if not _result_item(item, results):
+            if item.__class__ is dict:
+                if not _result_item(item, results):
+                    _document_results(item, results, depth + 1)
+            elif item.__class__ is list:   # LangChain's batches: a list of message lists
                 _document_results(item, results, depth + 1)
         return
-    if not isinstance(doc, dict):
+    if doc.__class__ is not dict:
         return
-    if doc.get("lc") and isinstance(doc.get("kwargs"), dict):   # LangChain serialised
+    if "lc" in doc and isinstance(doc.get("kwargs"), dict):   # LangChain serialised
         doc = doc["kwargs"]
-    if _result_item(doc, results):
+        if _result_item(doc, results):
+            return
+    if doc.get("role") in _NO_RESULTS:   # what the model said: no result is handed back there
         return
-    for key in ("messages", "contents", "input", "prompt", "parts", "content", "data",
-                "inputs"):
-        inner = doc.get(key)
-        if isinstance(inner, (list, dict)):
-            _document_results(inner, results, depth + 1)
+    for key in _RESULT_HOLDERS:
+        if key in doc:
+            inner = doc[key]
+            if inner.__class__ is list or inner.__class__ is dict:
+                _document_results(inner, results, depth + 1)
 
 
-def _result_item(item: Any, results: dict[str, Any]) -> bool:
+#: The roles of messages that never hand a result back (the model's own, the system's).
+_NO_RESULTS = frozenset({"assistant", "system", "model", "developer", "ai"})
+#: The keys under which a document holds messages, parts or content blocks.
+_RESULT_HOLDERS = ("messages", "contents", "input", "prompt", "parts", "content", "data",
+                   "inputs")
+#: Keys that mark a result in one of the formats ``_result_item`` reads.
+_RESULT_TYPES = frozenset({"tool_call_response", "function_call_output", "tool_result",
+                           "tool-result", "tool", "function"})
+_RESULT_KEYS = ("tool_call_id", "function_response", "functionResponse", "toolResult",
+                "tool_call_result")
+
+
+def _result_item(item: dict[str, Any], results: dict[str, Any]) -> bool:
     """A tool result in any format we know into ``results``; whether ``item`` was one."""
-    if not isinstance(item, dict):
-        return False
     kind = item.get("type")
+    if kind not in _RESULT_TYPES and not any(key in item for key in _RESULT_KEYS):
+        return False   # the usual case: a text part, a message, a call
     if kind == "tool_call_response" and "id" in item:   # GenAI semconv part
         return _put(results, item["id"], item.get("response", item.get("result")))
     if kind == "function_call_output" and "call_id" in item:   # OpenAI Responses input item
@@ -436,7 +457,7 @@ def _result_item(item: Any, results: dict[str, Any]) -> bool:
         if isinstance(output, dict) and "value" in output and "type" in output:
             output = output["value"]   # AI SDK 5's typed output
         return _put(results, item["toolCallId"], output)
-    if "tool_call_id" in item and item.get("role", item.get("type")) in ("tool", "function"):
+    if "tool_call_id" in item and item.get("role", kind) in ("tool", "function"):
         return _put(results, item["tool_call_id"], item.get("content"))   # OpenAI, LangChain
     for key in ("function_response", "functionResponse"):   # Gemini part
         inner = item.get(key)
@@ -468,6 +489,55 @@ def _result(raw: Any) -> Any:
     for unwrap in RESULT_UNWRAPS:
         value = unwrap(value)
     return value
+
+
+# --- attributes no convention names -------------------------------------------------------
+
+#: Words in an attribute's key that say it holds a response, or the messages sent: an
+#: instrumentation never named here is read by these, its JSON by shape as above.
+_OUTPUT_WORDS = ("output", "response", "completion", "tool_calls", "choices")
+_INPUT_WORDS = ("input", "request", "prompt", "messages", "history")
+#: Keys left alone: a tool span's own keys (an instrumentation may copy them onto the model
+#: span, SEMANTICS: a model span is never a call) and the system instructions.
+_NOT_MESSAGES = ("gen_ai.tool.", "tool.", "gen_ai.system_instructions", "llm.tools.",
+                 "gen_ai.tool_definitions", "gen_ai.request.tools")
+#: The most attributes looked at by key (a span has a few dozen).
+_MAX_OTHER = 256
+_KNOWN = frozenset(OUTPUT_KEYS + INPUT_KEYS + _TEXT_OUTPUT_KEYS + ("events",))
+
+
+def _other_keys(attributes: Mapping[str, Any], words: tuple[str, ...],
+                unless: tuple[str, ...]) -> Iterator[Any]:
+    """The JSON values of the attributes whose key holds one of ``words`` (and none of
+    ``unless``) and no convention names, in the span's order."""
+    for i, (key, value) in enumerate(attributes.items()):
+        if i >= _MAX_OTHER:
+            return
+        if key in _KNOWN or key.startswith(_NOT_MESSAGES) or value.__class__ is not str:
+            continue
+        lowered = key.lower()
+        if not any(w in lowered for w in words) or any(w in lowered for w in unless):
+            continue
+        text = value.lstrip()
+        if text[:1] in ("{", "[") and ("tool" in text or "unction" in text):
+            yield value
+
+
+def _other_output_calls(attributes: Mapping[str, Any]) -> list[_Call] | None:
+    """Calls in an output attribute no convention names: the first that holds any (one that
+    holds none proves nothing: it may be no response at all)."""
+    for value in _other_keys(attributes, _OUTPUT_WORDS, _INPUT_WORDS):
+        calls = _document_calls(value)
+        if calls:
+            return calls
+    return None
+
+
+def _other_input_results(attributes: Mapping[str, Any], results: dict[str, Any]) -> None:
+    for value in _other_keys(attributes, _INPUT_WORDS, ("output", "response", "completion")):
+        _document_results(decode_value(value), results, 0)
+        if results:
+            return
 
 
 # --- events --------------------------------------------------------------------------------
