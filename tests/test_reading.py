@@ -272,3 +272,17 @@ def test_grade_strict_reading_exits_2_naming_the_run(
         assert f"{TRACE:032x}" in err and "final_answer" in err and "disagree" in err
     else:
         assert code == 0 and "disagree" not in err
+
+
+def test_inspect_names_the_spans_the_witnesses_disagree_on(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = _otlp_file(tmp_path / "t.json",
+                       [*_parallel(50, 51), _tool(30, 110, "final_answer", {})])
+    assert main(["inspect", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "requested=2 executed=3 matched=2 unrequested=1 unexecuted=0" in out
+    assert f"unrequested: final_answer  span {30:016x}" in out
+    assert main(["inspect", str(trace), "--format", "json"]) == 0
+    (run,) = json.loads(capsys.readouterr().out)["runs"]
+    assert run["reading"]["unrequested"] == [
+        {"name": "final_answer", "span_id": f"{30:016x}", "call_id": None, "step": 1}]
