@@ -81,11 +81,17 @@ def _grade(args: argparse.Namespace) -> int:
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
     broken = _ConfigErrors()
+    strict = args.strict_reading or config.runs.strict_reading
+    misread: list[tuple[tuple[int, int, int], str]] = []
 
     def graded(report: RunReport, key: tuple[int, int, int]) -> None:
         # Each run is rendered (and spooled) now and dropped: memory stays flat in the runs.
         writer.add(report, key)
         broken.add(report, key)
+        if strict and not report.run.reading.agrees:
+            run = report.run
+            misread.append((key, f"trace {run.trace_id_hex} root {run.root_span_id_hex} "
+                                 f"({run.agent}): " + "; ".join(run.reading.problems())))
 
     try:
         try:
@@ -128,6 +134,16 @@ def _grade(args: argparse.Namespace) -> int:
     elif 0 < runs < args.min_runs:
         print(f"otel-tooleval: {runs} agent run(s) found, --min-runs asks for "
               f"{args.min_runs}", file=sys.stderr)
+        usable = False
+    if misread:
+        # The two witnesses of the calls disagree: what was graded may not be what ran.
+        misread.sort()
+        print(f"otel-tooleval: {len(misread)} run(s) whose requested and executed calls "
+              "disagree (--strict-reading):", file=sys.stderr)
+        for _, line in misread[:10]:
+            print(f"otel-tooleval:   {line}", file=sys.stderr)
+        if len(misread) > 10:
+            print(f"otel-tooleval:   and {len(misread) - 10} more", file=sys.stderr)
         usable = False
     if broken.count:
         # The config, not the agent, is wrong: that is a usage error, not a failed gate.
@@ -377,6 +393,10 @@ def _parser() -> argparse.ArgumentParser:
                             "(default: exit 2, a gate never passes on nothing)")
     grade.add_argument("--min-runs", type=_count, default=1, metavar="N",
                        help="exit 2 when fewer than N agent runs were found (default 1)")
+    grade.add_argument("--strict-reading", action="store_true",
+                       help="exit 2 when a run's model requests and tool spans disagree (an "
+                            "unrequested execution, an unexecuted request); config: "
+                            "runs.strict_reading")
     grade.add_argument("--include-calls", action="store_true",
                        help="with --format json: each run's tool calls too (docs/inspect.md)")
     grade.set_defaults(func=_grade)

@@ -109,6 +109,16 @@ class RunsConfig(BaseModel):
     def _unwrap(cls, value: Any) -> Any:
         # YAML 1.1 reads a bare off as false.
         return "off" if value is False else value
+    calls_from: Literal["auto", "executed", "requested"] = Field(
+        default="auto",
+        description="auto: the calls the model spans requested matched to the tool spans that "
+                    "executed them (the tool spans alone where no model span records its "
+                    "response); executed: the tool spans alone; requested: the requests alone, "
+                    "completed by the matching tool span or the result handed back")
+    strict_reading: bool = Field(
+        default=False,
+        description="a run whose two witnesses disagree (an unrequested execution, an "
+                    "unexecuted request) gets a failing tooleval.reading result; grade exits 2")
 
     @field_validator("root")
     @classmethod
@@ -428,6 +438,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         max_calls_per_run=top.limits.max_calls_per_run,
         conventions=compile_conventions(top.conventions),
         unwrap=runs.unwrap == "auto",
+        calls_from=runs.calls_from,
     )
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
                           top.grading, data, guard=top.guard, sessions=top.sessions,

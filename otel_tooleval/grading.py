@@ -31,11 +31,26 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
         return None
+    strict = config.runs.strict_reading and not run.reading.agrees
     if not config.graders:   # runs collected, none graded: no budget clock to start
-        return RunReport(run, ())
+        return RunReport(run, (reading_failure(run),) if strict else ())
     results = grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
                          config)
+    if strict:
+        results.append(reading_failure(run))
     return RunReport(run, tuple(results))
+
+
+#: The result ``runs.strict_reading`` adds to a run whose two witnesses disagree.
+READING_RESULT = "tooleval.reading"
+
+
+def reading_failure(run: AgentRun) -> GradeResult:
+    """A failing result saying how a run's requests and executions disagree."""
+    return GradeResult.failure(
+        READING_RESULT, "reading", "reading_disagreement",
+        "the model's requests and the tool spans disagree: " + "; ".join(
+            run.reading.problems()))
 
 
 def grade_with(entries: Iterable[ConfiguredGrader], agent: str | None,

@@ -16,8 +16,8 @@ from typing import Any, NamedTuple, Protocol
 
 from .values import decode_value, unwrap_arguments, unwrap_result
 
-__all__ = ["AgentRun", "GradeResult", "RunReport", "SpanEvent", "SpanRecord", "ToolCall",
-           "Verbatim", "Verdicts", "text_of"]
+__all__ = ["AgentRun", "GradeResult", "Reading", "ReadingNote", "RunReport", "SpanEvent",
+           "SpanRecord", "ToolCall", "Verbatim", "Verdicts", "text_of"]
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
@@ -218,6 +218,79 @@ _ENVELOPE = attrgetter("envelope")
 _CLASS_KEY = attrgetter("name", "raw_arguments", "server")
 
 
+class ReadingNote(NamedTuple):
+    """One call the two witnesses disagree on: an execution no model response requested
+    (``span_id``: the tool span) or a request no tool span executed (``span_id``: the model
+    span that requested it)."""
+
+    name: str
+    span_id: int
+    call_id: str | None
+    step: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "span_id": format(self.span_id, "016x"),
+                "call_id": self.call_id, "step": self.step}
+
+
+@dataclass(frozen=True, slots=True)
+class Reading:
+    """How a run's calls were read from its two witnesses: the calls the model spans
+    requested and the tool spans that executed them (``otel_tooleval.reconcile``).
+
+    ``calls_from`` is the policy (``runs.calls_from``); ``recorded`` tells whether any model
+    span of the run recorded its response (content capture on). ``unrequested``: executions
+    that match no request, left out of the trajectory (kept where the response before them
+    recorded nothing); ``unexecuted``: requests no tool span executed.
+    """
+
+    calls_from: str = "auto"
+    recorded: bool = False
+    requested: int = 0
+    executed: int = 0
+    matched: int = 0
+    unrequested: tuple[ReadingNote, ...] = ()
+    unexecuted: tuple[ReadingNote, ...] = ()
+
+    @property
+    def agrees(self) -> bool:
+        """No execution without its request and no request without its execution."""
+        return not self.unrequested and not self.unexecuted
+
+    def problems(self) -> list[str]:
+        """The disagreements in words, one per call."""
+        return ([f"{n.name} (span {n.span_id:016x}, step {n.step}) was executed but no model "
+                 f"response requested it" for n in self.unrequested]
+                + [f"{n.name} (call id {n.call_id or '-'}, step {n.step}) was requested by model "
+                   f"span {n.span_id:016x} but no tool span executed it"
+                   for n in self.unexecuted])
+
+    @property
+    def source(self) -> str:
+        """What the calls were read from: ``requests+executions`` (matched), ``executions``
+        (the tool spans alone: ``calls_from: executed``, or no request recorded) or
+        ``requests`` (``calls_from: requested``)."""
+        if self.calls_from == "requested":
+            return "requests"
+        if self.calls_from == "executed" or not self.recorded:
+            return "executions"
+        return "requests+executions"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts, as the grade JSON document writes them."""
+        return {"requested": self.requested, "executed": self.executed,
+                "matched": self.matched, "unrequested": len(self.unrequested),
+                "unexecuted": len(self.unexecuted), "source": self.source}
+
+    def notes(self) -> dict[str, list[dict[str, Any]]]:
+        """The calls the witnesses disagree on, each with its span (``inspect``)."""
+        return {"unrequested": [n.to_dict() for n in self.unrequested],
+                "unexecuted": [n.to_dict() for n in self.unexecuted]}
+
+
+_NO_READING = Reading()
+
+
 @dataclass(frozen=True, slots=True)
 class AgentRun:
     """One agent run: a root span and the tool calls below it, ordered by start time."""
@@ -235,6 +308,8 @@ class AgentRun:
     steps: int = 1
     root_attributes: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     outputs: RunOutputs | None = field(default=None, repr=False, compare=False)
+    #: How the calls were read: requests and executions, matched (``Reading``).
+    reading: Reading = field(default=_NO_READING, repr=False, compare=False)
     _derived: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def calls_by_name(self) -> Mapping[str, Sequence[ToolCall]]:
@@ -399,6 +474,7 @@ class RunReport(ResultsVerdict):
             "tool_calls": len(run.calls),
             "pending_calls": run.pending_calls,
             "late_spans": run.late_spans,
+            "reading": run.reading.to_dict(),
             "passed": self.passed,
             "results": [r.to_dict() for r in self.results],
         }

@@ -30,6 +30,7 @@ from .conventions.calls import tool_call
 from .conventions.registry import AGENT_SPAN_PREFIXES, NOT_MODELS
 from .conventions.user import UserConventions
 from .model import AgentRun, SpanRecord, ToolCall
+from .reconcile import reconcile
 from .user_regex import UserRegex
 
 __all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
@@ -58,6 +59,8 @@ class RunPolicy:
     conventions: UserConventions | None = None
     #: ``runs.unwrap``: take generic envelopes off calls' values (``values.unwrap_result``).
     unwrap: bool = True
+    #: ``runs.calls_from``: auto, executed or requested (``otel_tooleval.reconcile``).
+    calls_from: str = "auto"
 
     def kind(self, attrs: Mapping[str, Any], name: str, scope: str) -> int:
         """TOOL, AGENT and MODEL bits of a span: the config's mapping's, else the conventions'."""
@@ -207,6 +210,12 @@ def run_from(
                 call.server = match.group("server")
         pending += is_pending
         calls.append(call)
+    # The second witness: the calls the model responses requested (grading side only).
+    calls, reading = reconcile(calls, models, calls_from=policy.calls_from,
+                               ignores=policy.ignores if policy.ignore_tools else None,
+                               max_calls=policy.max_calls_per_run)
+    if reading.recorded and policy.calls_from != "executed":
+        pending = sum(1 for c in calls if c.pending)
     return AgentRun(
         trace_id=root.trace_id,
         root_span_id=root.span_id,
@@ -222,6 +231,7 @@ def run_from(
         steps=max(len(models), 1),
         root_attributes=root.attributes,
         outputs=SpanOutputs(root, models),
+        reading=reading,
     )
 
 

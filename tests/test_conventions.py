@@ -371,8 +371,9 @@ def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others() -> Non
 def test_span_kind_of_keys_of_two_conventions_on_one_span() -> None:
     """A GenAI key (tested first) together with a key of another convention (tested only behind
     the set tests), ``tool.synthesized`` among them or not: the bits of the two keys apart
-    (each checked against the tables above), ORed, the tool bit taken off when synthesized."""
-    from otel_tooleval.conventions import TOOL, span_kind
+    (each checked against the tables above), ORed, the tool bit taken off when synthesized
+    or when a marker value makes the span a model call."""
+    from otel_tooleval.conventions import MODEL, TOOL, span_kind
     from otel_tooleval.conventions.registry import MARKERS, TOOL_CONVENTIONS
 
     def cases(genai: bool) -> list[dict[str, Any]]:
@@ -389,12 +390,19 @@ def test_span_kind_of_keys_of_two_conventions_on_one_span() -> None:
                               **({row.when[0]: row.when[1]} if row.when else {})})
         return found
 
+    presence = {m.key for m in MARKERS if m.present}
+
+    def model_by_value(attrs: dict[str, Any]) -> bool:
+        return any(span_kind({k: v}) & MODEL for k, v in attrs.items() if k not in presence)
+
     genai, others = cases(True), cases(False)
     assert genai and others
     for first in genai:
         for second in others:
             both = {**first, **second}
             expected = span_kind(first) | span_kind(second)
+            if model_by_value(both):
+                expected &= ~TOOL   # a model span is never a call (presence marks aside)
             if "tool.synthesized" not in both:
                 assert span_kind(both) == expected, both
             assert span_kind({**both, "tool.synthesized": True}) == expected & ~TOOL, both

@@ -227,6 +227,7 @@ def _assert_root_copy(copy: ReadableSpan, original: ReadableSpan, report: RunRep
         "tooleval.passed": report.passed,
         "tooleval.score": pytest.approx(report.score),
         "tooleval.tool_calls": len(report.run.calls),
+        **{f"tooleval.reading.{k}": v for k, v in report.run.reading.to_dict().items()},
     }
     if report.failed:
         expected["tooleval.failed"] = list(report.failed)

@@ -61,7 +61,7 @@ def test_exit_one_when_a_run_fails_and_json_is_the_documented_document(
     assert set(doc) == {"runs", "aggregate"}
     run = doc["runs"][0]
     assert set(run) == {"trace_id", "root_span_id", "agent", "tool_calls", "pending_calls",
-                        "late_spans", "passed", "results"}
+                        "late_spans", "reading", "passed", "results"}
     assert len(run["trace_id"]) == 32 and len(run["root_span_id"]) == 16
     assert set(run["results"][0]) == {"name", "type", "score", "passed", "label",
                                       "explanation", "details", "error"}

@@ -49,7 +49,7 @@ TRACES = (0x0AF7651916CD43DD8448EB211C80319C, 0x5B8AA5A2D2C872E8321CF37308D69DF2
 HOSTILE = "<script>alert(1)</script>"
 PROBLEMS = ["trace.jsonl:12: not valid JSON", "trace.jsonl:40: span without traceId"]
 RUN_KEYS = ["trace_id", "root_span_id", "agent", "tool_calls", "pending_calls", "late_spans",
-            "passed", "results"]
+            "reading", "passed", "results"]
 RESULT_KEYS = ["name", "type", "score", "passed", "label", "explanation", "details", "error"]
 
 

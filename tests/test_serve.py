@@ -188,7 +188,12 @@ def test_late_child_inside_the_window_counts_and_after_it_is_forwarded_as_late(
     assert post(server.http_port or 0, body_of([tools[-1]]))[0] == 200  # after the decision
     assert receiver.wait_for(lambda: len(receiver.spans()) == len(trace))
     (report,) = reports
-    assert len(report.run.calls) == len(tools) - 1
+    # The late call was not executed in the graded run: the model's request stands for it,
+    # unexecuted (a pending call).
+    assert report.run.reading.executed == len(tools) - 1
+    assert [n.name for n in report.run.reading.unexecuted] == [
+        tools[-1].attributes["gen_ai.tool.name"]]
+    assert report.run.pending_calls == 1
     assert roots(receiver)[0]["span_id"] == f"{root.context.span_id:016x}"
     assert server.stats()["late_spans"] == 1
 

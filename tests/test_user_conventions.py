@@ -39,6 +39,7 @@ def _read(reports: list[Any]) -> list[dict[str, Any]]:
     out = []
     for report in reports:
         run = reading(report)
+        del run["reading"]
         out.append({**run, "calls": [{k: _plain(v) for k, v in c.items()}
                                      for c in run["calls"]]})
     return out
@@ -98,6 +99,11 @@ def test_name_from_an_attribute_and_agent_from_the_span_name() -> None:
 def test_an_attribute_condition_that_does_not_hold_maps_nothing() -> None:
     mapping = [MAPPING[0], {**MAPPING[1], "attributes": {"logfire.span_type": "log"}}]
     (report,) = graded_offline(LOGFIRE, {**SHARED, "conventions": mapping})
+    # No tool span is read; the calls are what the model spans requested, none executed.
+    assert report.run.reading.executed == 0 and len(report.run.reading.unexecuted) == 4
+    assert {c.span_id for c in report.run.calls} == {0}
+    (report,) = graded_offline(LOGFIRE, {**SHARED, "conventions": mapping,
+                                         "runs": {"calls_from": "executed"}})
     assert report.run.calls == ()
 
 

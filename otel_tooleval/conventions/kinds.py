@@ -48,8 +48,10 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     span: then the OpenInference keys one by one, and the keys of the other conventions when a
     second set test (``RARE``) finds one of theirs. A GenAI span, the usual one, runs the GenAI
     tests and one set test (bytecodes per span: ``bench_hooks.py --opcodes``). The bits are
-    ORed and the tool-name rows only add the tool bit, so the order of the tests does not
-    change the result.
+    ORed; the tool-name rows add the tool bit only to a span that no marker value made a model
+    call, and a model bit from a marker value tested after them takes it back (a model span is
+    never a call), so the order of the tests does not change the result. Presence markers
+    add their bits last and take nothing back.
     """
     bits: dict[str, dict[str, int]] = {}
     for m in MARKERS:
@@ -91,9 +93,12 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
         add([key], [f"    if {key!r} in attrs:", f"        v = attrs[{key!r}]",
                     "        if v.__class__ is not str:", "            v = _text(v)",
                     f"        kind |= B{i}.get(v, 0)"])
+    # Presence markers go to ``marked``, ORed in at the end: a framework attribute that may be
+    # copied onto every span of the framework (ADK's ``gcp.vertex.agent.llm_request`` is on
+    # its tool spans too) marks a model call, but does not make a tool span a model span.
     for m in MARKERS:
         if m.present:
-            add([m.key], [f"    if {m.key!r} in attrs:", f"        kind |= {m.present}"])
+            add([m.key], [f"    if {m.key!r} in attrs:", f"        marked |= {m.present}"])
     tests: dict[int, list[str]] = {}
     for key, when in named:
         test = f"{key!r} in attrs and attrs[{key!r}] is not None"
@@ -104,16 +109,21 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
         tests.setdefault(group_of(keys), []).append(f"({test})")
     for group, alternatives in sorted(tests.items()):
         groups[group].extend("    " * group + line for line in [
-            f"    if not kind & {TOOL} and ({' or '.join(alternatives)}):",
+            f"    if not kind & {TOOL | MODEL} and ({' or '.join(alternatives)}):",
             f"        kind |= {TOOL}"])
     first, second, third = groups
     syn = repr(SYNTHESIZED)
-    lines = ["def span_kind(attrs):", "    kind = 0", *first,
+    lines = ["def span_kind(attrs):", "    kind = 0", "    marked = 0", *first,
              "    if not OTHER.isdisjoint(attrs):", *second]
     if third:
         lines += ["        if not RARE.isdisjoint(attrs):", *third]
-    lines += [f"        if kind & {TOOL} and {syn} in attrs and attrs[{syn}] is True:",
-              f"            kind ^= {TOOL}", "    return kind"]
+    # A model span is never a call, whatever tool keys it carries (an instrumentation may copy
+    # the requested calls onto the chat span): the tool-name tests skip a span already known
+    # as a model call, and a model bit found after them (another convention's marker) takes
+    # the tool bit back, as ``tool.synthesized`` does.
+    lines += [(f"        if kind & {TOOL} and (kind & {MODEL} or {syn} in attrs"
+               f" and attrs[{syn}] is True):"),
+              f"            kind ^= {TOOL}", "    return kind | marked"]
     exec("\n".join(lines), env)   # noqa: S102 - our own tables, made once at import
     fn: Callable[[Mapping[str, Any]], int] = env["span_kind"]
     fn.__doc__ = _SPAN_KIND_DOC
@@ -156,8 +166,10 @@ def tool_name_of(attrs: Mapping[str, Any], span_name: str | None = None) -> str 
     """The tool name of a tool-call span, or None when the span is no tool call.
 
     ``span_name``: for conventions that name the tool by the span's name (without it, such
-    spans have no name here).
+    spans have no name here). A model span is no tool call, whatever tool keys it carries.
     """
+    if span_kind(attrs) & MODEL:
+        return None
     for conv in TOOL_CONVENTIONS:
         name = attrs.get(conv.name) if conv.name is not None else span_name
         if name is None:

@@ -39,6 +39,13 @@ def root_attributes(report: RunReport) -> dict[str, Any]:
         attrs["tooleval.pending_calls"] = report.run.pending_calls
     if report.run.dropped_calls:
         attrs["tooleval.dropped_calls"] = report.run.dropped_calls
+    reading = report.run.reading
+    attrs["tooleval.reading.requested"] = reading.requested
+    attrs["tooleval.reading.executed"] = reading.executed
+    attrs["tooleval.reading.matched"] = reading.matched
+    attrs["tooleval.reading.unrequested"] = len(reading.unrequested)
+    attrs["tooleval.reading.unexecuted"] = len(reading.unexecuted)
+    attrs["tooleval.reading.source"] = reading.source
     return attrs
 
 

@@ -346,6 +346,15 @@ def _run_rest(report: RunReport) -> str:
     if run.end_ns is not None:
         chips.append(fmt_duration(run.end_ns - run.start_ns))
     chips.append(f"score {report.score:.2f}")
+    reading = run.reading
+    chips.append(f"read from {reading.source}: requested {reading.requested}, executed "
+                 f"{reading.executed}, matched {reading.matched}")
+    if reading.unrequested:
+        chips.append(f"{len(reading.unrequested)} unrequested: "
+                     + ", ".join(n.name for n in reading.unrequested[:5]))
+    if reading.unexecuted:
+        chips.append(f"{len(reading.unexecuted)} unexecuted: "
+                     + ", ".join(n.name for n in reading.unexecuted[:5]))
     return (
         f'<span class="agent">{_h(_agent(report))}</span>'
         f'<span class="mono trace" title="trace id / root span id">{run.trace_id_hex}'

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..inspection import InspectedRun, Inspection, hints, suggested_conventions
-from ..model import ToolCall, text_of
+from ..model import Reading, ToolCall, text_of
 from ..suggestion import suggestion_yaml
 from .calls import call_status, call_to_dict
 from .json_doc import json_text
@@ -32,6 +32,7 @@ def _run_dict(item: InspectedRun) -> dict[str, Any]:
         "graded": not item.excluded,
         "calls": [{**call_to_dict(call), "convention": convention}
                   for call, convention in zip(run.calls, item.conventions, strict=True)],
+        "reading": {**run.reading.to_dict(), **run.reading.notes()},
     }
 
 
@@ -98,6 +99,26 @@ def _run_lines(i: int, item: InspectedRun) -> list[str]:
         lines.append(f"{_INDENT}(no tool calls)")
     for n, (call, convention) in enumerate(zip(run.calls, item.conventions, strict=True), 1):
         lines.extend(_call_lines(n, call, convention))
+    lines.extend(_reading_lines(run.reading))
+    return lines
+
+
+def _reading_lines(reading: Reading) -> list[str]:
+    """How the calls were read: the two witnesses' counts, and each call they disagree on
+    with its span."""
+    lines = [(f"{_INDENT}reading: {reading.source}  requested={reading.requested} "
+             f"executed={reading.executed} matched={reading.matched} "
+             f"unrequested={len(reading.unrequested)} unexecuted={len(reading.unexecuted)}")]
+    if not reading.recorded and reading.calls_from == "auto":
+        lines.append(f"{_INDENT}  no model response recorded here asks for a call (content "
+                     "capture off?): the calls are read from the tool spans alone")
+    for note in reading.unrequested:
+        lines.append(f"{_INDENT}  unrequested: {one_line(note.name)}  span {note.span_id:016x}"
+                     f"  step {note.step}  (executed, no response asked for it: not graded)")
+    for note in reading.unexecuted:
+        lines.append(f"{_INDENT}  unexecuted:  {one_line(note.name)}  call id "
+                     f"{one_line(note.call_id or '-')}  requested by model span "
+                     f"{note.span_id:016x}  step {note.step}  (no tool span executed it)")
     return lines
 
 
