@@ -39,7 +39,7 @@ from pydantic import (
 from .graders.matching import UserRegex, compile_user, matches, max_match_chars
 from .graders.pairing import value_key
 from .graders.tool_calls import Matcher, SequenceMatch
-from .values import decode_value
+from .values import decode_value, unwrap_arguments
 
 __all__ = ["RULES", "UNKNOWN", "GuardConfig", "GuardMatch", "GuardRules", "GuardRun",
            "GuardViolation", "NameRules", "StartCheck"]
@@ -232,8 +232,10 @@ class GuardRules:
     (``GuardRun``), and arguments are decoded only when a rule needs their value (see
     ``_Repeats``)."""
 
-    def __init__(self, config: GuardConfig) -> None:
+    def __init__(self, config: GuardConfig, *, unwrap: bool = True) -> None:
         self.config = config
+        #: ``runs.unwrap``: generic envelopes taken off arguments, as the graders read them
+        self._generic = unwrap
         self.disallowed = [Matcher(m) for m in config.disallowed]
         self._conditions: list[_Conditions] = [
             tuple((key, pattern, pattern.pattern if _LITERAL_TEXT.fullmatch(pattern.pattern)
@@ -317,7 +319,7 @@ class GuardRules:
         found = rules.found
         value: Any = _UNDECODED
         if rules.before and arguments is not UNKNOWN:
-            value = _decode(arguments, unwrap)
+            value = _decode(arguments, unwrap, self._generic)
             found = self._disallowed(rules.before, name, value) or found
         limit = rules.limit
         if record:
@@ -376,7 +378,7 @@ class GuardRules:
             if reads and arguments is not None:
                 value: Any = _UNDECODED
                 if before:
-                    value = _decode(arguments, unwrap)
+                    value = _decode(arguments, unwrap, self._generic)
                     found = disallowed(before, name, value) or found
                 if max_repeats is not None:
                     acquire()
@@ -419,7 +421,7 @@ class GuardRules:
         value: Any = _UNDECODED
         found = None
         if rules.before:
-            value = _decode(arguments, unwrap)
+            value = _decode(arguments, unwrap, self._generic)
             found = self._disallowed(rules.before, name, value)
         if self.max_repeats is None:
             return found
@@ -453,7 +455,7 @@ class GuardRules:
             text = arguments
         else:
             if value is _UNDECODED:
-                value = _decode(arguments, unwrap)
+                value = _decode(arguments, unwrap, self._generic)
             text = ("v", _value_key(value))
         entry = tool.texts.get(text)
         calls = tool.calls + 1
@@ -471,13 +473,13 @@ class GuardRules:
             classes = tool.classes = {}
             for seen_text, counted in tool.texts.items():
                 if counted[1] is None:
-                    counted[1] = _value_key(_decode(seen_text, unwrap))
+                    counted[1] = _value_key(_decode(seen_text, unwrap, self._generic))
                 classes[counted[1]] = classes.get(counted[1], 0) + counted[0]
         if entry is not None and entry[1] is not None:
             key = entry[1]
         else:
             if value is _UNDECODED:
-                value = _decode(arguments, unwrap)
+                value = _decode(arguments, unwrap, self._generic)
             key = _value_key(value)
         seen = classes.get(key, 0) + 1
         if record:
@@ -502,10 +504,13 @@ _UNDECODED: Any = object()
 StartCheck = Callable[[GuardRun, str, Any, "Callable[[Any], Any] | None"], "GuardViolation | None"]
 
 
-def _decode(arguments: Any, unwrap: Callable[[Any], Any] | None) -> Any:
-    """Arguments as the grading reads them (``ToolCall.arguments``)."""
+def _decode(arguments: Any, unwrap: Callable[[Any], Any] | None, generic: bool) -> Any:
+    """Arguments as the grading reads them (``ToolCall.arguments``): the framework's own
+    envelope (``unwrap``), then with ``generic`` the envelopes known by their shape."""
     value = decode_value(arguments)
-    return unwrap(value) if unwrap is not None else value
+    if unwrap is not None:
+        value = unwrap(value)
+    return unwrap_arguments(value) if generic else value
 
 
 def _value_key(value: Any) -> Hashable:

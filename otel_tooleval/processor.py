@@ -186,7 +186,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if guard is None or not guard.active:
             return None
         metrics = self._metrics
-        return LiveGuard(GuardRules(guard), self._buffers,
+        return LiveGuard(GuardRules(guard, unwrap=self.config.runs.unwrap == "auto"),
+                         self._buffers,
                          count=(lambda v: metrics.guard(v.rule, v.tool)) if metrics else None,
                          on_violation=on_violation, report=self._report)
 

@@ -98,10 +98,13 @@ def _str(value: Any) -> str | None:
 
 @contextmanager
 def guarded(guard: Mapping[str, Any], *, graders: bool = True,
-            on_violation: Any = None) -> Iterator[Guarded]:
+            on_violation: Any = None, runs: Mapping[str, Any] | None = None
+            ) -> Iterator[Guarded]:
     reader = InMemoryMetricReader()
     exporter = InMemorySpanExporter()
     config: dict[str, Any] = {"guard": dict(guard)}
+    if runs is not None:
+        config["runs"] = dict(runs)
     if graders:
         config["graders"] = [GRADER]
     holder: list[GuardViolation] = []
@@ -155,6 +158,22 @@ def test_disallowed_argument_conditions_as_in_tool_calls() -> None:
             g.call("read_file", {"mode": "w"})                         # no path: no match
             g.call("read_file")                                        # no arguments at all
         assert g.rules() == [None, "disallowed", None, None, None]
+
+
+@pytest.mark.parametrize(("unwrap", "rules"), [("auto", [None, "disallowed", "disallowed"]),
+                                              ("off", [None, "disallowed", None])])
+def test_argument_conditions_see_through_generic_envelopes_as_the_graders_do(
+        unwrap: str, rules: list[str | None]) -> None:
+    """A rule on ``country`` sees the arguments a JavaScript tool records as
+    ``{"input": {...}, "options": null}`` (issue 27: the graders take such envelopes off by
+    their shape); ``runs.unwrap: off`` keeps them on for the guard too."""
+    entry = {"name": "^lookup$", "args": {"country": "^France$"}}
+    with guarded({"disallowed": [entry]}, runs={"unwrap": unwrap}) as g:
+        with g.run():
+            g.call("lookup", {"country": "Spain"})
+            g.call("lookup", {"country": "France"})
+            g.call("lookup", {"input": {"country": "France"}, "options": None})
+        assert g.rules() == rules
 
 
 def test_allowed_names_and_patterns_match_the_whole_tool_name() -> None:
