@@ -116,6 +116,10 @@ def test_error_status_is_the_result() -> None:
     ({"gen_ai.system": "crewai", "gen_ai.request.model": "gpt-4o"}, False, False),
     ({"gen_ai.system": "openai_agents", "gen_ai.request.model": "gpt-4o",
       "traceloop.span.kind": "agent"}, True, False),
+    # Haystack: the step span, and its model call known by its response's key.
+    ({"haystack.agent.step": 0}, False, True),
+    ({"haystack.agent.step.llm.output": '{"replies": []}'}, False, True),
+    ({"haystack.tool.name": "t", "haystack.agent.step.tool.output": "x"}, False, False),
 ])
 def test_agent_and_model_markers(attrs: dict[str, Any], agent: bool, model: bool) -> None:
     assert (is_agent_span(attrs), is_model_span(attrs)) == (agent, model)
