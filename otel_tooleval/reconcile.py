@@ -48,6 +48,7 @@ def reconcile(
     calls_from: str = "auto",
     ignores: Callable[[str], bool] | None = None,
     max_calls: int | None = None,
+    nested: Mapping[int, Sequence[SpanRecord]] | None = None,
 ) -> tuple[list[ToolCall], Reading]:
     """The run's calls and how they were read.
 
@@ -55,23 +56,32 @@ def reconcile(
     model response before them; ``models``: the run's model responses in start order (step
     ``i`` is ``models[i]``). ``ignores``: ``runs.ignore_tools``, applied to requests too.
     With ``calls_from: executed`` the calls are returned as they are, with the counts.
+    ``nested``: model span id -> the model spans nested in it (no steps of their own), which
+    hold its response where it records none itself (``trajectory._responses``).
     """
     requests: list[_Request] = []
     recorded: set[int] = set()
     asked = False
     for step, model in enumerate(models):
-        try:
-            found = requested_calls(model.attributes, model.events)
-        except Exception:   # noqa: BLE001 - a response we cannot read is one not recorded
-            found = None
-        if found is None:
-            continue
-        recorded.add(step)
-        asked = asked or bool(found)
-        for req in found:
-            if ignores is not None and ignores(req.name):
+        offset = 0
+        for witness in _witnesses(model, nested):
+            try:
+                found = requested_calls(witness.attributes, witness.events)
+            except Exception:   # noqa: BLE001 - a response we cannot read is one not recorded
+                found = None
+            if found is None:
                 continue
-            requests.append((step, req.position, req, model.span_id))
+            recorded.add(step)
+            asked = asked or bool(found)
+            for req in found:
+                if ignores is not None and ignores(req.name):
+                    continue
+                # Several nested responses in one step: positions follow on, in start order;
+                # each response's calls keep their own span (ordered within it, _order).
+                requests.append((step, offset + req.position, req, witness.span_id))
+            offset += len(found)
+            if witness is model:
+                break   # the step's own response: the nested spans are not read
     if not asked:
         # No response recorded, or none asked for a call in the structured form: content
         # capture is off, or the agent drives its tools from the model's text (ReAct).
@@ -97,7 +107,8 @@ def reconcile(
     if needed or unexecuted_ids:
         ids = [requests[i][2].call_id or by_request[i].call_id for i in needed]
         ids += [requests[i][2].call_id for i in unexecuted_ids]
-        results = _results(models, {i for i in ids if i})
+        results = _results([w for m in models for w in _witnesses(m, nested)],
+                           {i for i in ids if i})
     for i, call in by_request.items():
         _complete(call, requests[i], results)
     order = _order(kept, by_request, requests, unexecuted_ids)
@@ -120,6 +131,17 @@ def reconcile(
     for i, call in enumerate(out):
         call.index = i
     return out, _reading(calls_from, requests, calls, match, unrequested)
+
+
+def _witnesses(model: SpanRecord, nested: Mapping[int, Sequence[SpanRecord]] | None
+               ) -> Sequence[SpanRecord]:
+    """The spans that may record a step's messages: its model span, then the model spans
+    nested in it in start order (their responses are read only where the model span records
+    none, ``reconcile``; their inputs for the results handed back, by call id)."""
+    inner = nested.get(model.span_id) if nested else None
+    if not inner:
+        return (model,)
+    return (model, *inner)
 
 
 def _step_position(request: _Request) -> tuple[int, int]:

@@ -177,7 +177,7 @@ def run_from(
     response is one step. A tool span still open, or ended after the root ended, is a pending
     call.
     """
-    models, agents = _responses(models, root.span_id, policy)
+    models, agents, nested = _responses(models, root.span_id, policy)
     if policy.ignore_tools:
         tools = [t for t in tools if not policy.ignores(policy.tool_name(t) or "")]
     _sort_records(tools)
@@ -213,7 +213,7 @@ def run_from(
     # The second witness: the calls the model responses requested (grading side only).
     calls, reading = reconcile(calls, models, calls_from=policy.calls_from,
                                ignores=policy.ignores if policy.ignore_tools else None,
-                               max_calls=policy.max_calls_per_run)
+                               max_calls=policy.max_calls_per_run, nested=nested)
     if reading.recorded and policy.calls_from != "executed":
         pending = sum(1 for c in calls if c.pending)
     return AgentRun(
@@ -236,8 +236,16 @@ def run_from(
 
 
 def _responses(records: list[SpanRecord], root_id: int, policy: RunPolicy
-               ) -> tuple[list[SpanRecord], list[SpanRecord]]:
-    """(model responses, agent spans) of a run's kept model and agent spans."""
+               ) -> tuple[list[SpanRecord], list[SpanRecord], dict[int, list[SpanRecord]]]:
+    """(model responses, agent spans, nested) of a run's kept model and agent spans.
+
+    A model span inside another model span is no step of its own: ``nested`` maps each
+    outermost model span's id to the model spans below it (through model spans only), in start
+    order. Rule (a shape, not a framework): where the outer span records no response itself, its
+    response is the nested spans' (a framework's step span marked as the model turn whose model
+    call is a child, Haystack's ``haystack.agent.step`` / ``.llm``; a wrapper's LLM span around
+    a client instrumentation's). The set of steps never changes with it.
+    """
     models: list[SpanRecord] = []
     agents: list[SpanRecord] = []
     for record in records:
@@ -248,11 +256,26 @@ def _responses(records: list[SpanRecord], root_id: int, policy: RunPolicy
                 models.append(record)
         else:
             agents.append(record)
+    nested: dict[int, list[SpanRecord]] = {}
     if len(models) > 1:
-        ids = {m.span_id for m in models}
-        models = [m for m in models if m.parent_id not in ids]
+        by_id = {m.span_id: m for m in models}
+        outer: list[SpanRecord] = []
+        for m in models:
+            parent = m.parent_id
+            if parent not in by_id:
+                outer.append(m)
+                continue
+            for _ in range(len(by_id)):   # up to the outermost model span (no cycle runs on)
+                above = by_id[parent].parent_id
+                if above not in by_id:
+                    break
+                parent = above
+            nested.setdefault(parent, []).append(m)
+        models = outer
+        for inner in nested.values():
+            _sort_records(inner)
     _sort_records(agents)
-    return models, agents
+    return models, agents, nested
 
 
 class SpanOutputs:

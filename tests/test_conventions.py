@@ -106,6 +106,20 @@ def test_error_status_is_the_result() -> None:
     ({"traceloop.span.kind": "chat"}, False, True),      # SEMANTICS 1 "Steps": llm/chat
     ({"openinference.span.kind": "CHAIN"}, False, False),
     ({"http.method": "GET"}, False, False),
+    # OpenLLMetry's older model-call marker (0.47 and before: no gen_ai.operation.name).
+    ({"llm.request.type": "chat", "gen_ai.system": "openai"}, False, True),
+    ({"llm.request.type": "completion"}, False, True),
+    ({"llm.request.type": "embedding", "gen_ai.system": "openai"}, False, False),
+    ({"llm.request.type": "rerank"}, False, False),
+    # gen_ai.system with gen_ai.request.model marks nothing: OpenLLMetry's CrewAI / OpenAI
+    # Agents instrumentations write both on agent spans (the agent's model).
+    ({"gen_ai.system": "crewai", "gen_ai.request.model": "gpt-4o"}, False, False),
+    ({"gen_ai.system": "openai_agents", "gen_ai.request.model": "gpt-4o",
+      "traceloop.span.kind": "agent"}, True, False),
+    # Haystack: the step span, and its model call known by its response's key.
+    ({"haystack.agent.step": 0}, False, True),
+    ({"haystack.agent.step.llm.output": '{"replies": []}'}, False, True),
+    ({"haystack.tool.name": "t", "haystack.agent.step.tool.output": "x"}, False, False),
 ])
 def test_agent_and_model_markers(attrs: dict[str, Any], agent: bool, model: bool) -> None:
     assert (is_agent_span(attrs), is_model_span(attrs)) == (agent, model)
@@ -503,6 +517,30 @@ def test_an_agent_root_keeps_its_own_name_over_nested_agents() -> None:
     inner = span(2, 1, "invoke_agent helper", 1, 99, **{
         "gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "helper"})
     assert _run(root, inner).agent == "invoke_agent boss"
+
+
+def test_older_openllmetry_model_spans_are_steps_and_never_calls() -> None:
+    # OpenLLMetry 0.47's openai.chat (llm.request.type=chat) counts the steps; a Traceloop tool
+    # span keeps its tool bit, and a model span carrying tool keys is no call.
+    from otel_tooleval.conventions import MODEL, TOOL, span_kind
+
+    chat = {"llm.request.type": "chat", "gen_ai.system": "openai",
+            "gen_ai.request.model": "gpt-4o"}
+    assert span_kind(chat) == MODEL
+    assert span_kind({**chat, "gen_ai.tool.name": "x"}) == MODEL
+    assert span_kind({"traceloop.span.kind": "tool", "traceloop.entity.name": "t",
+                      "gen_ai.system": "openai"}) == TOOL
+    root = span(1, 0, "weather_agent.agent", 0, 100, **{"traceloop.span.kind": "agent",
+                                                         "traceloop.entity.name": "a"})
+    records = [root]
+    for turn in range(3):
+        t = turn * 30
+        records += [span(10 + turn, 1, "openai.chat", t + 1, t + 10, **chat),
+                    span(20 + turn, 1, f"t{turn}.tool", t + 11, t + 12, **{
+                        "traceloop.span.kind": "tool", "traceloop.entity.name": f"t{turn}"})]
+    run = _run(*records)
+    assert [(c.name, c.step) for c in run.calls] == [("t0", 0), ("t1", 1), ("t2", 2)]
+    assert run.steps == 3
 
 
 def test_a_model_span_inside_another_is_one_response() -> None:

@@ -286,3 +286,80 @@ def test_inspect_names_the_spans_the_witnesses_disagree_on(
     (run,) = json.loads(capsys.readouterr().out)["runs"]
     assert run["reading"]["unrequested"] == [
         {"name": "final_answer", "span_id": f"{30:016x}", "call_id": None, "step": 1}]
+
+
+def _step_trace() -> list[SpanRecord]:
+    """A framework's step spans marked as the model turn (no content of their own), each
+    holding its model call as a nested model span that records the response, then the step's
+    tool spans (Haystack's ``haystack.agent.step`` / ``.llm`` / ``.tool``, by shape). The
+    second response's calls start in the reverse of its order."""
+    step = {"gen_ai.operation.name": "chat"}
+
+    def inner(sid: int, parent: int, start: int, calls: list[tuple[str, Any, str]]
+              ) -> SpanRecord:
+        record = _model(sid, start, calls)
+        return SpanRecord(TRACE, sid, parent, "llm", start, start + 5, record.attributes)
+
+    def tool(sid: int, parent: int, start: int, name: str, args: Any) -> SpanRecord:
+        record = _tool(sid, start, name, args)
+        return SpanRecord(TRACE, sid, parent, record.name, start, start + 3, record.attributes)
+
+    return [_root(),
+            SpanRecord(TRACE, 10, ROOT, "step", 10, 40, step),
+            inner(11, 10, 11, [("lookup_city", {"query": "paris"}, "c0")]),
+            tool(12, 10, 20, "lookup_city", {"query": "paris"}),
+            SpanRecord(TRACE, 20, ROOT, "step", 50, 90, step),
+            inner(21, 20, 51, [("get_weather", LYON, "c1"), ("convert_temp", TEMP, "c2")]),
+            tool(22, 20, 60, "convert_temp", TEMP),
+            tool(23, 20, 61, "get_weather", LYON),
+            SpanRecord(TRACE, 30, ROOT, "step", 100, 120, step),
+            inner(31, 30, 101, [])]
+
+
+def test_a_step_span_reads_its_response_from_the_model_span_nested_in_it(
+        tmp_path: Path) -> None:
+    # A model span inside another counts no step of its own; where the outer one records no
+    # response, the nested one's is the step's (docs/conventions.md, "Two witnesses").
+    report = _grade(_step_trace())
+    assert report.run.steps == 3
+    assert [(c.name, c.step) for c in report.run.calls] == [
+        ("lookup_city", 0), ("get_weather", 1), ("convert_temp", 1)]
+    reading = report.run.reading
+    assert (reading.source, reading.requested, reading.executed, reading.matched) == (
+        "requests+executions", 3, 3, 3)
+    assert [c.call_id for c in report.run.calls] == ["c0", "c1", "c2"]
+    # Live, the hooks keep the nested model spans as they keep every model span.
+    from tests.support.replay import replay_file
+    (live,) = replay_file(_otlp_file(tmp_path / "t.json", _step_trace()), {"graders": GR})
+    assert [(c.name, c.step, c.call_id) for c in live.run.calls] == [
+        (c.name, c.step, c.call_id) for c in report.run.calls]
+    assert live.run.reading == reading
+
+
+def test_a_model_span_that_records_its_response_is_not_read_from_its_nested_ones() -> None:
+    # An outer model span that records the response itself (as a wrapper's LLM span around a
+    # client instrumentation's may): its own is the step's, the nested one is not read again.
+    records = _step_trace()[:4]
+    outer = records[1]
+    records[1] = SpanRecord(TRACE, 10, ROOT, "step", 10, 40, {
+        **outer.attributes, **_model(10, 10, [("lookup_city", {"query": "paris"}, "c0")]
+                                     ).attributes})
+    report = _grade(records)
+    reading = report.run.reading
+    assert (reading.requested, reading.executed, reading.matched) == (1, 1, 1)
+    assert report.run.steps == 1
+
+
+def test_two_responses_nested_in_one_step_are_read_in_start_order() -> None:
+    # A step that called the model twice: one step, the requests of both responses.
+    records = _step_trace()[:4]
+    records.insert(3, SpanRecord(TRACE, 13, 10, "llm", 15, 18, _model(
+        13, 15, [("get_weather", PARIS, "c9")]).attributes))
+    records.append(SpanRecord(TRACE, 14, 10, "execute_tool get_weather", 25, 28,
+                              _tool(14, 25, "get_weather", PARIS).attributes))
+    report = _grade(records)
+    assert report.run.steps == 1
+    assert [(c.name, c.step, c.call_id) for c in report.run.calls] == [
+        ("lookup_city", 0, "c0"), ("get_weather", 0, "c9")]
+    reading = report.run.reading
+    assert (reading.requested, reading.executed, reading.matched) == (2, 2, 2)
