@@ -16,7 +16,10 @@ kept in ``values.py`` so that ``ToolCall`` can apply them), repeatedly, innermos
   OpenAI tool message, an Anthropic ``tool_result`` block); a Responses
   ``function_call_output``'s ``output``; such a message printed as text
   (``content='Paris' name='lookup_city' tool_call_id='call_1'`` or its ``ToolMessage(...)``
-  repr: a string literal after ``content=`` and a ``tool_call_id=`` field after it);
+  repr: a string literal after ``content=`` and a ``tool_call_id=`` field after it); any
+  LangChain message in its serialised constructor form (``{"lc": 1, "type": "constructor",
+  "id": [..., "ToolMessage"], "kwargs": {...}}``): its kwargs, to which the message rule
+  applies;
 - arguments: a lone ``{"input" | "kwargs": {...}}`` whose value is an object, and
   ``{"input": {...}, "options": o}`` with ``o`` null, empty or holding ``toolCallId``.
 
