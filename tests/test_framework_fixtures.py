@@ -45,13 +45,6 @@ GAPS: dict[str, dict[str, str]] = {
                          "the agent is the `weather_agent` AGENT span below it (agent.name)",
     },
     "calls": {
-        "langgraph_js": "OpenInference's LangChain.js tool spans record a one-field input as the "
-                        "bare value (input.value `paris`, not {\"query\": \"paris\"}) and the "
-                        "result as a serialised ToolMessage ({\"output\": {\"lc\": 1, ..., "
-                        "\"kwargs\": {\"content\": \"Paris\", \"tool_call_id\": ...}}}), "
-                        "both read as recorded; the ChatOpenAI spans' requests "
-                        "(llm.output_messages.N.message.tool_calls.M.*, ids only in output.value) "
-                        "and results (llm.input_messages role tool) hold the right ones",
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
         "traceloop_openai": "every call at step 0: the `openai.chat` model spans of OpenLLMetry "
