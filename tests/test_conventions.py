@@ -614,6 +614,48 @@ def test_final_output_inside_a_frameworks_result_object() -> None:
     assert build_run(other, [], RunPolicy()).final_output == '{"raw": "kept whole"}'
 
 
+def _message(cls: str, content: Any, **kwargs: Any) -> dict[str, Any]:
+    """A LangChain message in its serialised constructor form."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", cls],
+            "kwargs": {"content": content, **kwargs}}
+
+
+def test_final_output_that_is_a_conversation_is_its_last_assistant_text() -> None:
+    # A graph's whole state (LangGraph.js through OpenInference JS), an OpenAI message list,
+    # LangChain's own dict form: the last assistant message with text.
+    state = {"messages": [
+        _message("HumanMessage", "weather?"),
+        _message("AIMessage", "", type="ai", tool_calls=[{"name": "x", "args": {}}]),
+        _message("ToolMessage", "Paris", tool_call_id="c"),
+        _message("AIMessage", "Paris 21C", type="ai"),
+        _message("AIMessage", "", type="ai")]}
+    openai = [{"role": "user", "content": "weather?"},
+              {"role": "assistant", "content": [{"type": "text", "text": "Lyon 18C"}]},
+              {"role": "tool", "tool_call_id": "c", "content": "x"}]
+    langchain = [{"type": "human", "data": {"content": "q"}},
+                 {"type": "ai", "data": {"content": "a"}}]
+    for value, expected in [(state, "Paris 21C"), (openai, "Lyon 18C"), (langchain, "a"),
+                            ({"history": openai}, "Lyon 18C")]:
+        for key in ("output.value", "traceloop.entity.output"):
+            root = SpanRecord(1, 1, 0, "r", 0, 9, {key: json.dumps(value)})
+            assert build_run(root, [], RunPolicy()).final_output == expected, (value, key)
+    # Not a conversation: an object with more beside the list, a list with a non-message.
+    for value in [{"messages": openai, "answer": 1}, [*openai, "text"], [{"role": "user"}]]:
+        root = SpanRecord(1, 1, 0, "r", 0, 9, {"output.value": json.dumps(value)})
+        assert build_run(root, [], RunPolicy()).final_output == json.dumps(value)
+
+
+def test_final_output_recorded_as_a_json_string_literal_is_its_text() -> None:
+    # A return value JSON-encoded (OpenLLMetry's traceloop.entity.output), as a tool
+    # result recorded so is decoded; plain text and other JSON stay as recorded.
+    for key in ("output.value", "traceloop.entity.output"):
+        for recorded, expected in [(json.dumps("Paris 21C"), "Paris 21C"),
+                                   ("Paris 21C", "Paris 21C"), ('{"a": 1}', '{"a": 1}'),
+                                   ("69.8", "69.8")]:
+            root = SpanRecord(1, 1, 0, "r", 0, 9, {key: recorded})
+            assert build_run(root, [], RunPolicy()).final_output == expected
+
+
 def test_final_output_from_a_llamaindex_stop_event_and_an_adk_1x_response() -> None:
     stop = ("StopEvent(result=AgentOutput(response=ChatMessage(role=<MessageRole.ASSISTANT: "
             "'assistant'>, additional_kwargs={}, blocks=[TextBlock(block_type='text', "

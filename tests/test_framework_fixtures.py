@@ -62,13 +62,8 @@ GAPS: dict[str, dict[str, str]] = {
                             "their gen_ai.completion.0.tool_calls.N.* go unread",
     },
     "final_output": {
-        "langgraph_js": "the root's output.value is the graph's whole state ({\"messages\": "
-                        "[serialised LangChain messages]}), taken as the final output instead "
-                        "of the last AI message's content",
         "logfire": "no run is found without a conventions: mapping "
                    "(tests/test_user_conventions.py)",
-        "traceloop_openai": "traceloop.entity.output holds the agent function's return value "
-                            "JSON-encoded and is read undecoded: \"Paris 21C ...\" with its quotes",
     },
 }
 
