@@ -507,6 +507,32 @@ def test_an_agent_root_keeps_its_own_name_over_nested_agents() -> None:
     assert _run(root, inner).agent == "invoke_agent boss"
 
 
+def test_a_generic_agent_root_takes_the_one_named_agent_below_it() -> None:
+    # OpenAI Agents through OpenInference: the root is the SDK's trace span (AGENT, named by
+    # the workflow only); the agent spans below it name one agent.
+    root = span(1, 0, "Agent workflow", 0, 100, **{"openinference.span.kind": "AGENT"})
+    agent = span(2, 1, "weather_agent", 1, 99, **{"openinference.span.kind": "AGENT",
+                                                  "agent.name": "weather_agent"})
+    again = span(3, 1, "weather_agent", 50, 98, **{"openinference.span.kind": "AGENT",
+                                                   "agent.name": "weather_agent"})
+    other = span(4, 1, "triage", 60, 97, **{"openinference.span.kind": "AGENT",
+                                            "agent.name": "triage"})
+    unnamed = span(5, 1, "step", 70, 96, **{"openinference.span.kind": "AGENT"})
+    assert _run(root, agent).agent == "weather_agent"
+    assert _run(root, agent, again, unnamed).agent == "weather_agent"
+    # Two distinct agents below (a handoff): the root keeps its own name.
+    assert _run(root, agent, other).agent == "Agent workflow"
+    assert _run(root, unnamed).agent == "Agent workflow"
+    # A root named by an attribute, or in the semconv's invoke_agent <name> form, keeps it.
+    named = span(1, 0, "Agent workflow", 0, 100, **{"openinference.span.kind": "AGENT",
+                                                    "agent.name": "boss"})
+    assert _run(named, agent).agent == "boss"
+    semconv = span(1, 0, "invoke_agent boss", 0, 100, **AGENT)
+    assert _run(semconv, agent).agent == "invoke_agent boss"
+    bare = span(1, 0, "invoke_agent", 0, 100, **AGENT)
+    assert _run(bare, agent).agent == "weather_agent"
+
+
 def test_a_model_span_inside_another_is_one_response() -> None:
     # LlamaIndex: preparation + outer + inner LLM span per response count as one step.
     root = span(1, 0, "invoke_agent a", 0, 100, **{"gen_ai.operation.name": "invoke_agent"})

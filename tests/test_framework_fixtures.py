@@ -40,9 +40,6 @@ GAPS: dict[str, dict[str, str]] = {
     "agent": {
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
-        "openai_agents": "the run root is the SDK's trace span `Agent workflow` (OpenInference "
-                         "AGENT, a generic framework word) and is taken for the agent's name; "
-                         "the agent is the `weather_agent` AGENT span below it (agent.name)",
     },
     "calls": {
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
