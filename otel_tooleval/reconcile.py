@@ -16,7 +16,9 @@ matches the two on the grading side (``trajectory.run_from``), never in the span
    completed), or a completed call when its result was handed back to the model (the call
    ran where no instrumentation saw it);
 5. arguments and results the execution span lacks are taken from the request and from the
-   result handed back.
+   result handed back; so are arguments it recorded in a lesser form: not an object (a bare
+   value, text or a list) where the request's are an object with the same values in the same
+   order (OpenInference JS records a one-field input as ``paris`` for ``{"query": "paris"}``).
 
 Where no model span of the run records its response, or none of the recorded responses asks
 for a call in a structured form (an agent that reads its tool calls from the model's text,
@@ -31,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .conventions.messages import Requested, requested_calls, returned_results
-from .model import Reading, ReadingNote, SpanRecord, ToolCall
+from .model import Reading, ReadingNote, SpanRecord, ToolCall, text_of
 
 __all__ = ["CALLS_FROM", "reconcile"]
 
@@ -161,9 +163,32 @@ def _key(value: Any) -> str | None:
         return repr(value)
 
 
+def _values_key(value: Any) -> str | None:
+    """Call arguments as their values alone, comparable text: an object's values in order, a
+    list as it is, anything else as one value; scalars as text (``21`` and ``"21"`` alike).
+    The key under which a lesser form (``paris``) meets its request (``{"query": "paris"}``)."""
+    if value.__class__ is dict:
+        items = list(value.values())
+    elif value.__class__ is list:
+        items = value
+    else:
+        items = [value]
+    return _key([v if v.__class__ is dict or v.__class__ is list else text_of(v) for v in items])
+
+
+def _lesser_form(executed: Any, requested: Any) -> bool:
+    """Whether the execution recorded the request's arguments in a lesser form: not an
+    object (a bare value, text or a list of values) where the request's are a non-empty
+    object, holding the same values in the same order (rule 5: the request's stand)."""
+    return (requested.__class__ is dict and bool(requested) and executed is not None
+            and executed.__class__ is not dict
+            and _values_key(executed) == _values_key(requested))
+
+
 def _match(calls: Sequence[ToolCall], requests: Sequence[_Request]) -> dict[int, int]:
-    """``id(execution)`` -> request index: by call id, then by name and equal arguments,
-    then by name in order within the step."""
+    """``id(execution)`` -> request index: by call id, then by name and equal arguments (or
+    arguments recorded in a lesser form: the request's values without their names), then
+    by name in order within the step."""
     match: dict[int, int] = {}
     taken: set[int] = set()
 
@@ -190,6 +215,7 @@ def _match(calls: Sequence[ToolCall], requests: Sequence[_Request]) -> dict[int,
         return match
     by_args: dict[tuple[str, str | None], list[int]] = {}
     by_step: dict[tuple[int, str], list[int]] = {}
+    by_values: dict[tuple[str, str | None], list[int]] | None = None
     for i, (step, _, req, _) in enumerate(requests):
         if i in taken:
             continue
@@ -199,7 +225,16 @@ def _match(calls: Sequence[ToolCall], requests: Sequence[_Request]) -> dict[int,
     for call in rest:
         if call.raw_arguments is None:
             continue
-        found = first(by_args.get((call.name, _key(call.arguments))))
+        arguments = call.arguments
+        found = first(by_args.get((call.name, _key(arguments))))
+        if found is None and arguments.__class__ is not dict:
+            if by_values is None:   # built once, for the first execution in a lesser form
+                by_values = {}
+                for i, (_, _, req, _) in enumerate(requests):
+                    if req.arguments.__class__ is dict and req.arguments:
+                        by_values.setdefault((req.name, _values_key(req.arguments)),
+                                             []).append(i)
+            found = first(by_values.get((call.name, _values_key(arguments))))
         if found is not None:
             match[id(call)] = found
     for call in rest:
@@ -254,7 +289,9 @@ def _complete(call: ToolCall, request: _Request, results: Mapping[str, Any]) -> 
     call.step = step
     if call.call_id is None and req.call_id:
         call.call_id = req.call_id
-    if call.raw_arguments is None and req.arguments is not None:
+    if req.arguments is not None and (call.raw_arguments is None
+                                      or _lesser_form(call.arguments, req.arguments)):
+        # Missing, or recorded in a lesser form (rule 5): the request's arguments stand.
         call.raw_arguments = call.decoded_arguments = req.arguments
     if not call.has_result and not call.pending and call.call_id in results:
         call.raw_result = call.decoded_result = results[call.call_id]  # type: ignore[index]

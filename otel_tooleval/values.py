@@ -8,7 +8,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["decode_value", "unwrap_arguments", "unwrap_result"]
+__all__ = ["decode_value", "lc_message", "unwrap_arguments", "unwrap_result"]
 
 _DECODER = json.JSONDecoder()
 # The decoder's scanner, called directly: ``raw_decode`` is a Python-level wrapper that only
@@ -158,6 +158,9 @@ def unwrap_result(value: Any) -> Any:
       ``function_call_output`` item's ``output``): the content;
     - the same message printed as text (``content='Paris' name='lookup_city'
       tool_call_id='call_1'``, or its ``ToolMessage(...)`` repr): the content literal;
+    - any LangChain message in its serialised constructor form (``{"lc": 1, "type":
+      "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``, ``lc_message``): its
+      kwargs, to which the message rule above applies;
 
     JSON text found inside is decoded (``decode_value``), text content blocks
     (``[{"type": "text", "text": ...}]``) joined. An object with any other key beside the
@@ -227,7 +230,27 @@ def _result_inside(value: Any) -> Any:
         return value["content"]
     if value.get("type") == "function_call_output" and "output" in value:
         return value["output"]
+    if value.get("type") == "constructor" and (message := lc_message(value)) is not None:
+        return message   # shape: a LangChain message's constructor form -> its fields
     return _NOT_WRAPPED
+
+
+def lc_message(value: Any) -> dict[str, Any] | None:
+    """A LangChain message in its serialised constructor form (``{"lc": 1, "type":
+    "constructor", "id": [..., "ToolMessage"], "kwargs": {...}}``, as ``dumpd`` in Python and
+    ``toJSON`` in JavaScript write every message): its fields (the kwargs), with the class
+    name as ``type`` where the kwargs carry none; None for anything else (a constructor of
+    a class that is no message, such as a ``Document``, is no message)."""
+    if value.__class__ is not dict or value.get("type") != "constructor" or "lc" not in value:
+        return None
+    ids = value.get("id")
+    kwargs = value.get("kwargs")
+    if ids.__class__ is not list or not ids or kwargs.__class__ is not dict:
+        return None
+    cls = ids[-1]
+    if cls.__class__ is not str or not cls.endswith(("Message", "MessageChunk")):
+        return None
+    return kwargs if "type" in kwargs else {**kwargs, "type": cls}
 
 
 def _text_blocks(value: Any) -> Any:

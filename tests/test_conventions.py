@@ -225,9 +225,11 @@ def test_langgraph_openinference_fixture() -> None:
     assert len(runs) == 1, "nested AGENT nodes are merged into the outer run"
     run = build_run(*runs[0], RunPolicy())
     assert run.agent == "weather_agent"
+    # The tool spans record a lone string argument bare ("paris"); the model's request
+    # ({"query": "paris"}) stands for it (reconcile rule 5, a lesser form).
     assert [(c.name, c.arguments) for c in run.calls] == [
-        ("lookup_city", "paris"), ("get_weather", "Paris"), ("get_weather", "Lyon"),
-        ("convert_temp", {"celsius": 21.0})]
+        ("lookup_city", {"query": "paris"}), ("get_weather", {"city": "Paris"}),
+        ("get_weather", {"city": "Lyon"}), ("convert_temp", {"celsius": 21.0})]
     assert run.calls[0].result == "Paris, FR"
     assert run.calls[1].result == {"city": "Paris", "temp_c": 21.0}
     assert all(c.call_id for c in run.calls), "ids come from the recorded ToolMessage"
@@ -543,6 +545,32 @@ def test_older_openllmetry_model_spans_are_steps_and_never_calls() -> None:
     assert run.steps == 3
 
 
+def test_a_generic_agent_root_takes_the_one_named_agent_below_it() -> None:
+    # OpenAI Agents through OpenInference: the root is the SDK's trace span (AGENT, named by
+    # the workflow only); the agent spans below it name one agent.
+    root = span(1, 0, "Agent workflow", 0, 100, **{"openinference.span.kind": "AGENT"})
+    agent = span(2, 1, "weather_agent", 1, 99, **{"openinference.span.kind": "AGENT",
+                                                  "agent.name": "weather_agent"})
+    again = span(3, 1, "weather_agent", 50, 98, **{"openinference.span.kind": "AGENT",
+                                                   "agent.name": "weather_agent"})
+    other = span(4, 1, "triage", 60, 97, **{"openinference.span.kind": "AGENT",
+                                            "agent.name": "triage"})
+    unnamed = span(5, 1, "step", 70, 96, **{"openinference.span.kind": "AGENT"})
+    assert _run(root, agent).agent == "weather_agent"
+    assert _run(root, agent, again, unnamed).agent == "weather_agent"
+    # Two distinct agents below (a handoff): the root keeps its own name.
+    assert _run(root, agent, other).agent == "Agent workflow"
+    assert _run(root, unnamed).agent == "Agent workflow"
+    # A root named by an attribute, or in the semconv's invoke_agent <name> form, keeps it.
+    named = span(1, 0, "Agent workflow", 0, 100, **{"openinference.span.kind": "AGENT",
+                                                    "agent.name": "boss"})
+    assert _run(named, agent).agent == "boss"
+    semconv = span(1, 0, "invoke_agent boss", 0, 100, **AGENT)
+    assert _run(semconv, agent).agent == "invoke_agent boss"
+    bare = span(1, 0, "invoke_agent", 0, 100, **AGENT)
+    assert _run(bare, agent).agent == "weather_agent"
+
+
 def test_a_model_span_inside_another_is_one_response() -> None:
     # LlamaIndex: preparation + outer + inner LLM span per response count as one step.
     root = span(1, 0, "invoke_agent a", 0, 100, **{"gen_ai.operation.name": "invoke_agent"})
@@ -648,6 +676,48 @@ def test_final_output_inside_a_frameworks_result_object() -> None:
     assert build_run(crew, [], RunPolicy()).final_output == "done"
     assert build_run(react, [], RunPolicy()).final_output == "42"
     assert build_run(other, [], RunPolicy()).final_output == '{"raw": "kept whole"}'
+
+
+def _message(cls: str, content: Any, **kwargs: Any) -> dict[str, Any]:
+    """A LangChain message in its serialised constructor form."""
+    return {"lc": 1, "type": "constructor", "id": ["langchain_core", "messages", cls],
+            "kwargs": {"content": content, **kwargs}}
+
+
+def test_final_output_that_is_a_conversation_is_its_last_assistant_text() -> None:
+    # A graph's whole state (LangGraph.js through OpenInference JS), an OpenAI message list,
+    # LangChain's own dict form: the last assistant message with text.
+    state = {"messages": [
+        _message("HumanMessage", "weather?"),
+        _message("AIMessage", "", type="ai", tool_calls=[{"name": "x", "args": {}}]),
+        _message("ToolMessage", "Paris", tool_call_id="c"),
+        _message("AIMessage", "Paris 21C", type="ai"),
+        _message("AIMessage", "", type="ai")]}
+    openai = [{"role": "user", "content": "weather?"},
+              {"role": "assistant", "content": [{"type": "text", "text": "Lyon 18C"}]},
+              {"role": "tool", "tool_call_id": "c", "content": "x"}]
+    langchain = [{"type": "human", "data": {"content": "q"}},
+                 {"type": "ai", "data": {"content": "a"}}]
+    for value, expected in [(state, "Paris 21C"), (openai, "Lyon 18C"), (langchain, "a"),
+                            ({"history": openai}, "Lyon 18C")]:
+        for key in ("output.value", "traceloop.entity.output"):
+            root = SpanRecord(1, 1, 0, "r", 0, 9, {key: json.dumps(value)})
+            assert build_run(root, [], RunPolicy()).final_output == expected, (value, key)
+    # Not a conversation: an object with more beside the list, a list with a non-message.
+    for value in [{"messages": openai, "answer": 1}, [*openai, "text"], [{"role": "user"}]]:
+        root = SpanRecord(1, 1, 0, "r", 0, 9, {"output.value": json.dumps(value)})
+        assert build_run(root, [], RunPolicy()).final_output == json.dumps(value)
+
+
+def test_final_output_recorded_as_a_json_string_literal_is_its_text() -> None:
+    # A return value JSON-encoded (OpenLLMetry's traceloop.entity.output), as a tool
+    # result recorded so is decoded; plain text and other JSON stay as recorded.
+    for key in ("output.value", "traceloop.entity.output"):
+        for recorded, expected in [(json.dumps("Paris 21C"), "Paris 21C"),
+                                   ("Paris 21C", "Paris 21C"), ('{"a": 1}', '{"a": 1}'),
+                                   ("69.8", "69.8")]:
+            root = SpanRecord(1, 1, 0, "r", 0, 9, {key: recorded})
+            assert build_run(root, [], RunPolicy()).final_output == expected
 
 
 def test_final_output_from_a_llamaindex_stop_event_and_an_adk_1x_response() -> None:

@@ -63,6 +63,15 @@ RESULT_ENVELOPES = {
     "lone content, text blocks": json.dumps({"content": [{"type": "text", "text": "Paris"}]}),
     "wrapper in a message": json.dumps({"role": "tool", "tool_call_id": "c",
                                         "content": json.dumps({"output": "Paris"})}),
+    # LangChain's serialised constructor form of a message (LangChain.js through OpenInference
+    # JS), in a lone output wrapper and alone: its kwargs, then the message rule.
+    "ToolMessage constructor form": json.dumps({"output": {
+        "lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "ToolMessage"],
+        "kwargs": {"status": "success", "content": "Paris", "tool_call_id": "call_0_0",
+                   "name": "lookup_city", "additional_kwargs": {}, "response_metadata": {}}}}),
+    "ToolMessage constructor form, alone": json.dumps({
+        "lc": 1, "type": "constructor", "id": ["langchain_core", "messages", "ToolMessage"],
+        "kwargs": {"content": [{"type": "text", "text": "Paris"}], "tool_call_id": "c"}}),
 }
 
 
@@ -74,6 +83,10 @@ def test_a_result_envelope_is_taken_off_by_its_shape(raw: str) -> None:
 
 def test_json_inside_a_result_envelope_is_decoded() -> None:
     inner = {"city": "Paris", "temp_c": 21}
+    constructor = {"output": {"lc": 1, "type": "constructor",
+                              "id": ["langchain_core", "messages", "ToolMessage"],
+                              "kwargs": {"content": json.dumps(inner), "tool_call_id": "c"}}}
+    assert _call(result=json.dumps(constructor)).result == inner
     assert _call(result=json.dumps({"output": json.dumps(inner)})).result == inner
     message = f"content='{json.dumps(inner)}' name='get_weather' tool_call_id='call_2'"
     assert _call(result=message).result == inner
@@ -89,6 +102,10 @@ KEPT_RESULTS = {
     "name and response beside other keys": {"name": "n", "response": "r", "status": 200},
     "a plain object": {"city": "Paris", "temp_c": 21},
     "a list": [{"result": 1}],
+    # The constructor form of a LangChain class that is no message (a Document) is a value.
+    "a constructor of no message": {"lc": 1, "type": "constructor",
+                                    "id": ["langchain_core", "documents", "Document"],
+                                    "kwargs": {"page_content": "Paris", "metadata": {}}},
 }
 
 

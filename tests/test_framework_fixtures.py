@@ -40,29 +40,14 @@ GAPS: dict[str, dict[str, str]] = {
     "agent": {
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
-        "openai_agents": "the run root is the SDK's trace span `Agent workflow` (OpenInference "
-                         "AGENT, a generic framework word) and is taken for the agent's name; "
-                         "the agent is the `weather_agent` AGENT span below it (agent.name)",
     },
     "calls": {
-        "langgraph_js": "OpenInference's LangChain.js tool spans record a one-field input as the "
-                        "bare value (input.value `paris`, not {\"query\": \"paris\"}) and the "
-                        "result as a serialised ToolMessage ({\"output\": {\"lc\": 1, ..., "
-                        "\"kwargs\": {\"content\": \"Paris\", \"tool_call_id\": ...}}}), "
-                        "both read as recorded; the ChatOpenAI spans' requests "
-                        "(llm.output_messages.N.message.tool_calls.M.*, ids only in output.value) "
-                        "and results (llm.input_messages role tool) hold the right ones",
         "logfire": "Logfire marks no span as agent or tool: read with a conventions: mapping "
                    "(tests/test_user_conventions.py)",
     },
     "final_output": {
-        "langgraph_js": "the root's output.value is the graph's whole state ({\"messages\": "
-                        "[serialised LangChain messages]}), taken as the final output instead "
-                        "of the last AI message's content",
         "logfire": "no run is found without a conventions: mapping "
                    "(tests/test_user_conventions.py)",
-        "traceloop_openai": "traceloop.entity.output holds the agent function's return value "
-                            "JSON-encoded and is read undecoded: \"Paris 21C ...\" with its quotes",
     },
 }
 

@@ -46,8 +46,9 @@ RESULTS = [
 ]
 # pydantic-ai records every argument object as JSON.
 PYDANTIC_ARGS = [{"query": "paris"}, {"city": "Paris"}, {"city": "Lyon"}, {"celsius": 21.0}]
-# OpenInference records a tool's lone string argument bare (input.mime_type text/plain).
-LANGGRAPH_ARGS = ["paris", "Paris", "Lyon", {"celsius": 21.0}]
+# OpenInference records a tool's lone string argument bare (input.mime_type text/plain); the
+# model's request ({"query": "paris"}) stands for it (reconcile rule 5, a lesser form).
+LANGGRAPH_ARGS = PYDANTIC_ARGS
 
 LYON_ONLY_SCRIPT = [[("get_weather", {"city": "Lyon"})], "Lyon 18C"]
 # Skips convert_temp and asks for a city the weather tool does not know.
@@ -387,7 +388,8 @@ def test_langgraph_graph_is_one_run_with_nested_agent_nodes_merged(graph_name: s
 
         assert [c.name for c in run.calls] == TOOLS_IN_ORDER
         assert [c.arguments for c in run.calls] == LANGGRAPH_ARGS
-        assert isinstance(run.calls[0].arguments, str)   # bare "paris", not {"query": ...}
+        # The span recorded a bare "paris"; the request's {"query": "paris"} stands.
+        assert control[run.calls[0].span_id].attributes["input.value"] == "paris"
         assert [c.result for c in run.calls] == RESULTS  # ToolMessage envelopes unwrapped
         # Steps come from the LLM spans (ScriptedChatModel), not from the AGENT node spans.
         assert [c.step for c in run.calls] == STEPS
@@ -402,8 +404,9 @@ def test_langgraph_graph_is_one_run_with_nested_agent_nodes_merged(graph_name: s
 
 
 @needs_langgraph
-def test_langgraph_bare_string_arguments_do_not_match_args_filters() -> None:
-    # The single string argument has no name in the span, so args/command/path see nothing.
+def test_langgraph_bare_string_arguments_take_the_requests_names_for_args_filters() -> None:
+    # The single string argument has no name in the tool span; the model's request names it
+    # (reconcile rule 5), so args filters see {"query": "paris"}.
     config = {"graders": [_tool_calls("args", {"required": [
         {"name": "^lookup_city$", "args": {"query": "paris"}},
         {"name": "^convert_temp$", "args": {"celsius": "21"}},   # numeric: never matchable
@@ -412,8 +415,8 @@ def test_langgraph_bare_string_arguments_do_not_match_args_filters() -> None:
         run_langgraph_weather(g.provider)
         g.flush()
         (report,) = g.reports
-        assert report.run.calls[0].arguments == "paris"
-        assert [c["passed"] for c in _checks(report, "args")] == [False, False]
+        assert report.run.calls[0].arguments == {"query": "paris"}
+        assert [c["passed"] for c in _checks(report, "args")] == [True, False]
 
 
 # --------------------------------------------------------------------------- outer HTTP span

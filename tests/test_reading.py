@@ -139,6 +139,41 @@ def test_match_by_name_in_order_within_the_step_takes_the_requests_arguments() -
     assert report.run.reading.matched == 2
 
 
+def _bare(sid: int, start: int, name: str, recorded: str) -> SpanRecord:
+    """A tool span whose arguments are recorded as they are, not as a JSON object."""
+    return _tool(sid, start, name, None, **{"gen_ai.tool.call.arguments": recorded})
+
+
+def test_arguments_recorded_in_a_lesser_form_are_the_requests() -> None:
+    # OpenInference JS records a one-field input bare ("Lyon"): matched to the request whose
+    # object holds that value (not by start order: Lyon's span started first), whose
+    # arguments stand; a number recorded as text and a list of the values in order too.
+    records = [_root(),
+               _model(10, 10, [("get_weather", PARIS, None), ("get_weather", LYON, None),
+                               ("convert_temp", TEMP, None), ("span", {"a": 1, "b": "x"},
+                                                              None)]),
+               _bare(20, 50, "get_weather", "Lyon"), _bare(21, 51, "get_weather", "Paris"),
+               _bare(22, 52, "convert_temp", "21"), _bare(23, 53, "span", '[1, "x"]'),
+               _model(11, 100, [])]
+    report = _grade(records)
+    assert _calls(report) == [("get_weather", PARIS), ("get_weather", LYON),
+                              ("convert_temp", TEMP), ("span", {"a": 1, "b": "x"})]
+    reading = report.run.reading
+    assert (reading.requested, reading.executed, reading.matched) == (4, 4, 4)
+
+
+def test_arguments_that_are_no_lesser_form_of_the_request_stay_as_recorded() -> None:
+    # Other values than the request's, or an object of other names: the execution's stand
+    # (matched by name within the step, the disagreement is the grader's to see).
+    records = [_root(),
+               _model(10, 10, [("get_weather", PARIS, None), ("convert_temp", TEMP, None)]),
+               _bare(20, 50, "get_weather", "Marseille"),
+               _tool(21, 51, "convert_temp", {"degrees": 21}),
+               _model(11, 100, [])]
+    assert _calls(_grade(records)) == [("get_weather", "Marseille"),
+                                       ("convert_temp", {"degrees": 21})]
+
+
 def test_missing_result_is_the_result_handed_back() -> None:
     records = [_root(),
                _model(10, 10, [("lookup_city", {"query": "paris"}, "c1")]),

@@ -278,9 +278,12 @@ def agent_name_of(record: SpanRecord, agents: Sequence[SpanRecord] = (),
     """A run's agent name: the root's agent-name attribute; when the root is no agent span (a
     framework's chain or crew, ADK 1.x's ``invocation``), the first agent span below it that
     is named by an attribute, else by its span name (``Convention.agent_span_names``: ADK
-    1.x's ``agent_run [weather_agent]``); else the root's span name without the instance
-    UUIDs some frameworks put there (``Crew_<uuid>.kickoff``), so that one agent keeps one
-    name across runs."""
+    1.x's ``agent_run [weather_agent]``); when the root is an agent span named only by a span
+    name that names no agent in a known form (a framework's trace or workflow span: the
+    OpenAI Agents SDK's ``Agent workflow``) and the agent spans below it name exactly one
+    distinct agent, that agent (an orchestrator above several agents keeps its own name);
+    else the root's span name without the instance UUIDs some frameworks put there
+    (``Crew_<uuid>.kickoff``), so that one agent keeps one name across runs."""
     attrs = record.attributes
     for key in AGENT_NAME_KEYS:
         value = attrs.get(key)
@@ -296,7 +299,35 @@ def agent_name_of(record: SpanRecord, agents: Sequence[SpanRecord] = (),
             name = agent_of_span_name(agent.name)
             if name:
                 return name
+    elif agents and not _names_its_agent(record.name):
+        # Shape: a generic agent root (named by its span name alone) above one named agent.
+        names = {name for agent in agents if (name := _agent_named(agent)) is not None}
+        if len(names) == 1:
+            return names.pop()
     return _UUID.sub("", record.name) or None
+
+
+def _agent_named(agent: SpanRecord) -> str | None:
+    """The agent an agent span below a run's root names: by an attribute, else by its span
+    name (``agent_of_span_name``); None when it names none."""
+    for key in NESTED_AGENT_NAME_KEYS:
+        value = agent.attributes.get(key)
+        if value:
+            return as_text(value)
+    return agent_of_span_name(agent.name)
+
+
+#: Span names that name their own agent: the GenAI semconv's ``invoke_agent {agent name}``
+#: and ``invoke_workflow {workflow name}`` (with the name left off when it is not known).
+_SELF_NAMING = ("invoke_agent ", "invoke_workflow ")
+
+
+def _names_its_agent(span_name: str) -> bool:
+    """Whether an agent span's name names its own agent in a known form (``_SELF_NAMING``,
+    ``Convention.agent_span_names``), rather than being a framework's generic word."""
+    if span_name.startswith(_SELF_NAMING) and span_name.partition(" ")[2].strip():
+        return True
+    return agent_of_span_name(span_name) is not None
 
 
 def agent_of_span_name(span_name: str) -> str | None:

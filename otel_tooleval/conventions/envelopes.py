@@ -16,7 +16,10 @@ kept in ``values.py`` so that ``ToolCall`` can apply them), repeatedly, innermos
   OpenAI tool message, an Anthropic ``tool_result`` block); a Responses
   ``function_call_output``'s ``output``; such a message printed as text
   (``content='Paris' name='lookup_city' tool_call_id='call_1'`` or its ``ToolMessage(...)``
-  repr: a string literal after ``content=`` and a ``tool_call_id=`` field after it);
+  repr: a string literal after ``content=`` and a ``tool_call_id=`` field after it); any
+  LangChain message in its serialised constructor form (``{"lc": 1, "type": "constructor",
+  "id": [..., "ToolMessage"], "kwargs": {...}}``): its kwargs, to which the message rule
+  applies;
 - arguments: a lone ``{"input" | "kwargs": {...}}`` whose value is an object, and
   ``{"input": {...}, "options": o}`` with ``o`` null, empty or holding ``toolCallId``.
 
@@ -37,11 +40,12 @@ import ast
 import re
 from typing import Any
 
-from ..values import decode_value, unwrap_arguments, unwrap_result
+from ..values import decode_value, lc_message, unwrap_arguments, unwrap_result
 
 __all__ = [
     "ANSWERS",
     "content_blocks",
+    "conversation_answer",
     "crew_output",
     "dspy_prediction",
     "genai_content_parts",
@@ -182,5 +186,68 @@ def genai_content_parts(value: Any) -> str | None:
     return None
 
 
+#: Message roles / types of the model's own messages (OpenAI, GenAI semconv, Gemini,
+#: LangChain's ``type`` and class names).
+_ASSISTANT = frozenset({"assistant", "model", "ai", "AIMessage", "AIMessageChunk"})
+
+
+def _message(value: Any) -> dict[str, Any] | None:
+    """A chat message in any of the common shapes, as a dict of its fields: an object with a
+    ``role`` (OpenAI, GenAI semconv, Gemini) or a LangChain ``type`` and ``content``,
+    LangChain's ``{"type": ..., "data": {...}}`` and its constructor form
+    (``values.lc_message``); None for anything else."""
+    if value.__class__ is not dict:
+        return None
+    if value.get("type") == "constructor":
+        return lc_message(value)
+    if isinstance(value.get("data"), dict) and isinstance(value.get("type"), str) and (
+            "content" in value["data"]):
+        return {**value["data"], "type": value["type"]}
+    if isinstance(value.get("role"), str) and (
+            "content" in value or "parts" in value or "tool_calls" in value):
+        return value
+    if isinstance(value.get("type"), str) and "content" in value:
+        return value
+    return None
+
+
+def _message_text(message: dict[str, Any]) -> str | None:
+    """A message's text: its content as text, or its text blocks / parts joined."""
+    for key in ("content", "parts"):
+        content = message.get(key)
+        if isinstance(content, str):
+            return content or None
+        if isinstance(content, list):
+            texts = [p.get("text", p.get("content")) for p in content if isinstance(p, dict)
+                     and p.get("type", "text") in ("text", "output_text")]
+            text = "".join(t for t in texts if isinstance(t, str))
+            if text:
+                return text
+    return None
+
+
+def conversation_answer(value: Any) -> str | None:
+    """A final output that is a conversation (a list of messages, or an object holding
+    only such a list, such as a LangGraph state ``{"messages": [...]}``): its last assistant
+    message's text; None for anything else, or when no assistant message has text."""
+    if value.__class__ is dict and len(value) == 1:
+        (value,) = value.values()
+    if value.__class__ is not list or not value:
+        return None
+    messages: list[dict[str, Any]] = []
+    for item in value:
+        message = _message(item)
+        if message is None:
+            return None
+        messages.append(message)
+    for message in reversed(messages):
+        if message.get("role", message.get("type")) in _ASSISTANT:
+            text = _message_text(message)
+            if text:
+                return text
+    return None
+
+
 #: The run outputs that are a framework's result object, and how to take its answer out.
-ANSWERS = (crew_output, dspy_prediction, haystack_agent_result, llamaindex_stop_event)
+ANSWERS = (crew_output, dspy_prediction, haystack_agent_result, llamaindex_stop_event,
+           conversation_answer)

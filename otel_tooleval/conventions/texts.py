@@ -55,9 +55,15 @@ def final_output_of(root: SpanRecord, model_records: list[SpanRecord]) -> str | 
             text = langchain_text(raw)
             if text is not None:
                 return text
-            text = _answer_in(decode_value(raw))
+            value = decode_value(raw)
+            text = _answer_in(value)
             if text is not None:
                 return text
+            if isinstance(value, str):
+                # A final output recorded as JSON text is decoded as a tool result is: a
+                # JSON string literal (``"\"Paris 21C\""``, a return value JSON-encoded) is
+                # its text.
+                return value
             return raw if isinstance(raw, str) else json.dumps(raw, ensure_ascii=False)
     if attrs.get("gen_ai.output.messages") is not None:
         texts = texts_from_messages(attrs["gen_ai.output.messages"])
