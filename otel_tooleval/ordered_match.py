@@ -9,7 +9,7 @@ largest matching of the first ``k`` entries grows, so ``L(k, j)``, its size over
 
 Which matching: the one that a column-by-column DP keeps when it replaces a state only by a
 strictly larger one and tries the entries matching a call in ascending order
-(``tool_trajectory._in_order_settled`` without latency limits). There, the matching for the
+(``graders.in_order._in_order_settled`` without latency limits). There, the matching for the
 first ``i`` entries changes only at the call ``j`` where ``L(i, j)`` grows, and becomes entry
 ``k`` on call ``j`` plus the matching for the first ``k`` entries before ``j``, with ``k`` the
 lowest entry matching call ``j`` such that ``L(k, j - 1) == L(i, j - 1)``. The trace-back

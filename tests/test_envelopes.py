@@ -13,7 +13,7 @@ import pytest
 from otel_tooleval.config import load_config
 from otel_tooleval.conventions.calls import agent_of_span_name
 from otel_tooleval.files import iter_traces, read_records
-from otel_tooleval.graders.tool_trajectory import _args_text
+from otel_tooleval.graders.trajectory_entries import _args_text
 from otel_tooleval.grading import grade_records
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run

@@ -18,7 +18,7 @@ import pytest
 
 import otel_tooleval.graders.tool_trajectory  # noqa: F401  (registers the family)
 from otel_tooleval import load_config
-from otel_tooleval.graders.tool_trajectory import _differs, _Entry, _needles, args_match
+from otel_tooleval.graders.trajectory_entries import _differs, _Entry, _needles, args_match
 from otel_tooleval.model import _COMPACT_JSON, GradeResult, ToolCall, text_of
 from otel_tooleval.values import decode_value
 from tests.support.runs import call, grade, run_of

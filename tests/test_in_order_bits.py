@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from otel_tooleval import ordered_match
-from otel_tooleval.graders import tool_trajectory as tt
-from otel_tooleval.graders.tool_trajectory import _Entry
+from otel_tooleval.graders import in_order as tt
+from otel_tooleval.graders.trajectory_entries import _Entry
 from otel_tooleval.model import ToolCall
 from tests.support.runs import call as scripted
 from tests.support.runs import grade

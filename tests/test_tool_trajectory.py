@@ -712,7 +712,7 @@ def test_settled_fast_path_agrees_with_the_pareto_fronts() -> None:
     """Without pending calls the integer DP must choose as well as the general one."""
     import random
 
-    from otel_tooleval.graders import tool_trajectory as tt
+    from otel_tooleval.graders import in_order as tt
 
     rng = random.Random(5)
     tools = ["a", "b", "c"]

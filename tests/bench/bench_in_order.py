@@ -9,7 +9,7 @@ For each size n: n expected entries against an edited copy of them as the run's 
 calls; substitutions, insertions, deletions), over 8 tools, in two variants: ``names``, plain
 tool entries and no pending call; ``args``, a third of the entries with an argument matcher and
 1% of the calls pending (the case that took the Pareto-front DP before). Times the matching
-itself (``tool_trajectory._in_order``; the arguments are decoded beforehand, as a grader that
+itself (``graders.in_order._in_order``; the arguments are decoded beforehand, as a grader that
 ran first would have) now and with the implementation it replaced (kept as the oracle of
 ``tests/test_in_order_bits.py``), checks both chose the same calls, and prints before/after.
 Then the growth for twice the input: now at 2n against n (the rows are n x n bits, so ~4x is
@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))   # the oracle, in tests/
 
-from otel_tooleval.graders import tool_trajectory as tt
+from otel_tooleval.graders import in_order as tt
 from otel_tooleval.model import ToolCall
 from tests.test_in_order_bits import _oracle
 
