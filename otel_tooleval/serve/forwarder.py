@@ -14,7 +14,7 @@ from typing import Any
 
 from .decoding import _PROTOBUF
 from .next_hop import NextHop, next_hop, split_target
-from .options import ServeOptions
+from .settings import ServeOptions
 from .throttle import throttled
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service

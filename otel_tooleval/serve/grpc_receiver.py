@@ -21,15 +21,13 @@ import sys
 import threading
 import time
 from concurrent import futures
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .decoding import _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _one_line, _response
-from .options import ListenError, ServeOptions, _check_free
+from .receiver_app import ReceiverApp
 from .security import grpc_auth_interceptor
+from .settings import ListenError, ServeOptions, _check_free
 from .throttle import refusal_of
-
-if TYPE_CHECKING:
-    from .server import ToolEvalServer
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -55,7 +53,7 @@ def quiet_grpc_core(level: int) -> bool:
     return True
 
 
-def start_grpc(app: ToolEvalServer, host: str, port: int) -> tuple[Any, int]:
+def start_grpc(app: ReceiverApp, host: str, port: int) -> tuple[Any, int]:
     """A started grpcio server for ``app`` on ``host:port`` and the port it bound. Stop it
     with ``stop_grpc``.
 
@@ -244,7 +242,7 @@ class _ReceiveDeadlines:
             context.cancel()
 
 
-def _concurrency_gate(app: ToolEvalServer) -> Any:
+def _concurrency_gate(app: ReceiverApp) -> Any:
     """A gRPC server interceptor that refuses an export when ``--max-concurrent-rpcs`` are
     already in progress: RESOURCE_EXHAUSTED with ``RetryInfo`` (``_retry_metadata``), which
     every OTLP exporter retries, the collector's included (its Go exporter retries
@@ -316,7 +314,7 @@ def _limits(options: ServeOptions) -> list[tuple[str, int]]:
     return limits
 
 
-def _grpc_export(app: ToolEvalServer, body: bytes, context: Any) -> bytes:
+def _grpc_export(app: ReceiverApp, body: bytes, context: Any) -> bytes:
     import grpc
 
     try:

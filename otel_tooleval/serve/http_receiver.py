@@ -18,15 +18,13 @@ import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .decoding import _JSON, _PROTOBUF, _RETRY_AFTER_SECONDS, Refused, _decompress, _one_line
-from .options import ListenError
+from .receiver_app import ReceiverApp
 from .security import HTTP_CHALLENGE, authorized, refusal_reason, uvicorn_ssl_options
+from .settings import ListenError
 from .throttle import refusal_of
-
-if TYPE_CHECKING:
-    from .server import ToolEvalServer
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
@@ -65,7 +63,7 @@ def _error(status: int, message: str, content_type: str, *, retry: bool = False,
 class _OtlpHttpApp:
     """The ASGI callable: routes, backpressure on the headers, the body read within limits."""
 
-    def __init__(self, app: ToolEvalServer, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, app: ReceiverApp, pool: ThreadPoolExecutor) -> None:
         self.app = app
         self.pool = pool
         self.max_body = app.options.max_body_bytes
@@ -230,7 +228,7 @@ async def _send(send: Any, answer: _Answer) -> None:
 class HttpReceiver:
     """A serving uvicorn in its own thread and event loop; ``close`` stops it within a bound."""
 
-    def __init__(self, app: ToolEvalServer, sock: socket.socket) -> None:
+    def __init__(self, app: ReceiverApp, sock: socket.socket) -> None:
         import uvicorn
 
         from .http_connection import ConnectionLimits, _Server
@@ -310,7 +308,7 @@ def _listen(host: str, port: int, backlog: int) -> socket.socket:
     return sock
 
 
-def start_http(app: ToolEvalServer, host: str, port: int) -> HttpReceiver:
+def start_http(app: ReceiverApp, host: str, port: int) -> HttpReceiver:
     """A serving HTTP receiver for ``app`` on ``host:port`` (``.port`` tells which).
 
     Raises:

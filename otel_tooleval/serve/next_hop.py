@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import SplitResult, urlsplit
 
-from .options import ServeOptions
+from .settings import ServeOptions
 
 _PREFIXES = ("OTEL_EXPORTER_OTLP_TRACES_", "OTEL_EXPORTER_OTLP_")
 DEFAULT_TIMEOUT = 10.0

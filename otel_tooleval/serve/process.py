@@ -9,8 +9,8 @@ import time
 
 from .grpc_receiver import quiet_grpc_core
 from .memory import return_large_blocks
-from .options import ServeOptions
 from .server import ToolEvalServer
+from .settings import ServeOptions
 
 #: How often the main thread looks at what the signals asked for.
 _POLL_SECONDS = 0.1

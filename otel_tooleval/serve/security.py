@@ -549,7 +549,7 @@ def check_exposure(addresses: dict[str, str | None], *, tls: TlsSettings | None,
     """
     if insecure_bind:
         return
-    from .options import parse_address
+    from .settings import parse_address
 
     missing = [what for what, ok in (("--tls-cert/--tls-key", tls is not None),
                                      ("--bearer-token-file (or --tls-client-ca)",

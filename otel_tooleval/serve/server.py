@@ -19,8 +19,8 @@ from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc, stop_grpc
 from .http_receiver import HttpReceiver, start_http
-from .options import ServeOptions, parse_address
 from .security import Certificates, TokenStore, load_tls
+from .settings import ServeOptions, parse_address
 from .spans import (
     TRACE_BYTES,
     _annotate,
