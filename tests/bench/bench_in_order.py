@@ -24,6 +24,16 @@ the run's own calls with full ``args`` and ``max_duration_ms: 100``, 5% of them 
 call), ``coding+pending`` (1% pending: the Pareto fronts) and ``names+limits`` (plain tool
 entries with limits: no argument to index, so past the pair budget the column DPs remain).
 
+``--paths``: each of ``graders/in_order.py``'s algorithms timed on the same runs, to show which
+earns its place where (CPU µs, median of ``--repeat``; default sizes 10,20,50,100,1000): on a
+run of the ``coding`` shape without pending calls the column DP (``_in_order_settled``), the
+sparse DP (``_sparse_settled``; the pairs found and banded inside the timing, the candidate
+index built beforehand as a grader keeps it) and both Pareto-front DPs; with 1% pending calls
+the two front DPs; on the unedited run (its own calls as the expected list) ``_in_order`` with
+its ``_diagonal`` pass against the sparse DP alone; without limits (``names``) the bit-parallel
+path against the column DP; and ``names+limits`` (no argument to index) the column DP against
+the sparse DP over every candidate pair. Each line says whether all chose the same calls.
+
 ``--before-max`` caps the sizes at which the old implementation is timed (it takes tens of
 seconds at 10,000 x 10,000). ``main(argv)`` returns the figures as a dict.
 """
@@ -197,6 +207,60 @@ def bench(sizes: Sequence[int], before_max: int, repeat: int, limits: bool = Fal
     return rows
 
 
+def _sparse(entries: list[tt._Entry], calls: list[ToolCall], settled: bool,
+            index: Any) -> dict[int, ToolCall]:
+    """A sparse DP over every matching pair (no budget), as ``_in_order`` would run it."""
+    by_tool = tt._by_tool(entries)
+    pairs = tt._matching_pairs(calls, by_tool, 1 << 62, index)
+    assert pairs is not None
+    pairs = tt._in_band(pairs, len(entries), len(calls))
+    return (tt._sparse_settled if settled else tt._sparse_fronts)(entries, calls, pairs)
+
+
+def paths(sizes: Sequence[int], repeat: int) -> list[dict[str, Any]]:
+    """Each in_order algorithm on the same runs (see ``--paths`` in the module docstring)."""
+    rows = []
+    for n in sizes:
+        for variant in ("coding", "coding+pending", "unedited", "names", "names+limits"):
+            if variant == "names":
+                entries, calls = case(n, "names")
+            else:
+                entries, calls = coding_case(n, "coding" if variant == "unedited" else variant)
+            if variant == "unedited":
+                entries = [tt._Entry(c.index, c.name, c.arguments, 100.0) for c in calls]
+            by_tool = tt._by_tool(entries)
+            index = tt._pair_index(by_tool)
+            pending = variant == "coding+pending"
+            if variant == "names":
+                algorithms = {"bits": partial(tt._in_order_bits, entries, calls, by_tool),
+                              "columns": partial(tt._in_order_settled, entries, calls, by_tool)}
+            elif variant == "unedited":
+                algorithms = {"diagonal": partial(tt._in_order, entries, calls, by_tool, index),
+                              "sparse": partial(_sparse, entries, calls, True, index)}
+            elif pending:
+                algorithms = {"column fronts": partial(tt._in_order_fronts, entries, calls,
+                                                       by_tool),
+                              "sparse fronts": partial(_sparse, entries, calls, False, index)}
+            else:
+                algorithms = {"columns": partial(tt._in_order_settled, entries, calls, by_tool),
+                              "sparse": partial(_sparse, entries, calls, True, index),
+                              "column fronts": partial(tt._in_order_fronts, entries, calls,
+                                                       by_tool),
+                              "sparse fronts": partial(_sparse, entries, calls, False, index)}
+            row: dict[str, Any] = {"variant": variant, "n": n, "calls": len(calls)}
+            chosen = []
+            for name, fn in algorithms.items():
+                matched, _, cpu = timed_cpu(fn, repeat)
+                row[name] = cpu * 1e6
+                chosen.append(_chosen(matched))
+            row["same"] = all(c == chosen[0] for c in chosen)
+            print(f"paths {variant:<14} {n:>6,} x {len(calls):>6,}: " + ", ".join(
+                f"{name} {row[name]:,.0f}" for name in algorithms)
+                + f" µs CPU; same matching: {row['same']}", flush=True)
+            rows.append(row)
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,5000,10000")
@@ -205,9 +269,16 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--limits", action="store_true",
                         help="entries with max_duration_ms, in a coding agent's shape")
+    parser.add_argument("--paths", action="store_true",
+                        help="each in_order algorithm timed on the same runs")
     parser.add_argument("--variants", default="",
                         help="comma-separated subset of the variants (default: all)")
     opts = parser.parse_args(argv)
+    if opts.paths:
+        sizes = [int(s) for s in (opts.sizes if opts.sizes != "1000,5000,10000"
+                                  else "10,20,50,100,1000").split(",")]
+        print(f"python {sys.version.split()[0]}")
+        return {"sizes": sizes, "paths": paths(sizes, opts.repeat)}
     sizes = [int(s) for s in opts.sizes.split(",")]
     variants = [v for v in opts.variants.split(",") if v]
     print(f"python {sys.version.split()[0]}")
