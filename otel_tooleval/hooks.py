@@ -18,7 +18,7 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   are the SDK's no-ops, and ``_on_ending`` then a C function (no Python frame per span); a
   downstream without ``on_end`` fails at each span, contained and reported, as before.
 - In the agent loop the hooks cost what the bytecodes they execute cost, at the SDK's price per
-  bytecode (docs/performance.md, "Why the hooks cost 4x ..."): what they read and test is
+  bytecode (docs/performance-log.md, "Why the hooks cost 4x ..."): what they read and test is
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
   ``conventions:`` mapping, named agents) sits behind one test each.
 
@@ -114,7 +114,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     def on_end(span: Any) -> None:
         # Records the ended span (SEMANTICS 1) and, when it ends a run root or a local root,
         # hands that over; one frame: the tracking is inline, not a call. What it reads and
-        # tests is in the order of what most spans need (docs/performance.md: in the agent
+        # tests is in the order of what most spans need (docs/performance-log.md: in the agent
         # loop the hooks cost what the bytecodes they execute cost).
         out = span   # what is forwarded: the guard may put a marked copy of a tool span here
         try:

@@ -1,5 +1,5 @@
 """The ``tool_trajectory`` grader's grading code as it was before issue 19's third round on it
-(docs/performance.md, "tool_trajectory's fixed cost from cold caches"), kept as an oracle:
+(docs/performance-log.md, "tool_trajectory's fixed cost from cold caches"), kept as an oracle:
 tests/test_tool_trajectory_oracle.py checks that the current grader gives the very same results
 (score, explanation, details) on generated runs. Not used by the library."""
 

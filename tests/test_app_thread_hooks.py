@@ -1,4 +1,4 @@
-"""The application-thread hooks' shortcuts keep what they replaced (docs/performance.md, "Why
+"""The application-thread hooks' shortcuts keep what they replaced (docs/performance-log.md, "Why
 the hooks cost 4x as much in the agent loop"): the downstream's ``on_end`` bound once, a C
 function as ``_on_ending`` when the downstream has none."""
 

@@ -12,6 +12,7 @@ is an edge to the submodule ``name`` when there is one, else to the package. A p
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
@@ -179,3 +180,35 @@ def test_the_cycle_check_finds_what_it_should(tmp_path: Path, files: dict[str, s
                                               expected: list[list[str]]) -> None:
     package = _write(tmp_path, files)
     assert sorted(cycles(import_graph(package))) == expected
+
+
+# -- docs/performance.md: a reference page; the history in docs/performance-log.md ---------------
+
+DOCS = PACKAGE.parent / "docs"
+
+
+def test_the_performance_page_is_a_reference_under_300_lines() -> None:
+    page = (DOCS / "performance.md").read_text(encoding="utf-8")
+    assert len(page.splitlines()) < 300
+    for part in ("## Reproducing them", "## Decisions", "## Throughput and memory",
+                 "(performance-log.md)"):
+        assert part in page
+
+
+def test_sections_cited_by_name_are_in_the_performance_log() -> None:
+    """Comments and benches cite a measurement by the log's file name, a comma and the section
+    name in double quotes: each name (up to a trailing "...") is a heading or a bold lead-in
+    of the log."""
+    log = (DOCS / "performance-log.md").read_text(encoding="utf-8")
+    titles = [line.lstrip("#* ").rstrip("*") for line in log.splitlines()
+              if line.startswith(("#", "**"))]
+    cited: dict[str, str] = {}
+    root = PACKAGE.parent
+    for path in [*PACKAGE.rglob("*.py"), *(root / "tests").rglob("*.py"), *DOCS.rglob("*.md")]:
+        text = path.read_text(encoding="utf-8")
+        for match in re.finditer(r'performance(?:-log)?\.md,? \(?"([^"\n]+)"', text):
+            cited[match.group(1)] = str(path.relative_to(root))
+    assert len(cited) >= 5
+    missing = {name: where for name, where in cited.items()
+               if not any(title.startswith(name.rstrip(". ")) for title in titles)}
+    assert not missing, f"cited sections not in docs/performance-log.md: {missing}"

@@ -38,7 +38,7 @@ events (a clock read around each, the same for every processor): the hooks then 
 cost in the loop. ``--opcodes`` counts the bytecodes each processor's hooks execute per span
 (``sys.settrace``; one replay): a figure that does not move with the machine's load, and in
 the agent loop the application thread's CPU ratio follows the ratio of bytecodes executed
-(docs/performance.md, "The application thread's share").
+(docs/performance-log.md, "The application thread's share").
 
 Grading does not run: the tooleval side gets a stand-in for its grading thread and an unbounded
 queue, so an ended root is queued as usual (the queue is emptied between replays). The figure is

@@ -51,7 +51,7 @@ on the bare provider (median per measurement, then the median of the paired rati
 
 ``--opcodes`` measures no time: it counts the bytecodes the application thread executes per span
 (``sys.settrace``) over a few runs of each size on each side, the SDK's own included. The
-application-thread CPU ratio follows the ratio of these counts (docs/performance.md, "The
+application-thread CPU ratio follows the ratio of these counts (docs/performance-log.md, "The
 application thread's share"); the count does not move with the machine's load.
 
 ``main(argv)`` returns the figures as a dict (``run_all.py`` collects them).

@@ -18,7 +18,7 @@ each sample, untimed: ours ``grader.grade(run)`` on a run built from new span re
 argument decoding is paid, as the peers pay theirs), the peers on new spans, messages or
 traces; graders, evaluators and criteria are built once, as a config load gives them.
 
-How a sample is taken, the same on every side (docs/performance.md, "How it is timed"): up to
+How a sample is taken, the same on every side (docs/performance-log.md, "How it is timed"): up to
 ``--warm-upto`` calls an untimed grade of another fresh input first (the grader's code and
 data in the CPU caches whatever ran meanwhile), then the input, then, on the Python sides, a
 collection (``gc.collect()``; the heap of the load frozen beforehand, ``--gc off`` also
@@ -599,7 +599,7 @@ def targets(cells: list[Cell]) -> list[dict[str, Any]]:
                     and c.calls >= 100 and c.peer_ms is not None]
         # Speed is compared where both answer the same: a cell whose scores differ by the
         # peer's documented flaw (agentv's greedy in_order) times another question, and is
-        # left out, with its figure (docs/performance.md, "Side by side with the peers").
+        # left out, with its figure (docs/performance-log.md, "Side by side with the peers").
         other = [c for c in compared if c.agreement.startswith("differs")]
         if other and len(other) == len(compared):
             worst = max(other, key=lambda c: c.ours_ms / (c.peer_ms or 1e-12))

@@ -17,7 +17,7 @@ for about ``--spans`` spans per round with ``time.thread_time_ns`` (application-
 
 Per side: CPU per span, the median of the paired ratios against bare, and the time the
 application thread spent in the cyclic garbage collector (``gc.callbacks``) per span, with the
-number of collections of each generation. docs/performance.md ("The application thread's
+number of collections of each generation. docs/performance-log.md ("The application thread's
 share") reads these figures.
 """
 

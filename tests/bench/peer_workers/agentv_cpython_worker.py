@@ -1,7 +1,7 @@
 """agentv's tool_trajectory scans written in Python, driven for tests/bench/bench_peers.py.
 
 The question this side answers: is the gap between our tool_trajectory and agentv's (see
-docs/performance.md, "agentv's single scans") in the algorithms or in the runtimes? agentv runs
+docs/performance-log.md, "agentv's single scans") in the algorithms or in the runtimes? agentv runs
 its ``evaluateAnyOrder``, ``evaluateExact`` and ``evaluateInOrder`` as JavaScript compiled by
 V8's JIT; here the same steps run on CPython, as a Python programmer would write them, on the
 same input agentv is handed: the provider's messages with the arguments already parsed
