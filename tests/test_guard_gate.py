@@ -115,7 +115,9 @@ def test_grade_fails_a_guard_only_config_on_a_violating_trace(
     assert [(v["call"], v["tool"], v["span_id"]) for v in guard["details"]["violations"]] == [
         (2, "delete_file", f"{4:016x}"), (3, "search", f"{5:016x}")]
     assert guard["details"]["rules"] == {"disallowed": 1, "max_calls": 1}
-    assert "call 4" not in guard["explanation"] or "max_calls allows 3" in guard["explanation"]
+    assert guard["explanation"].startswith("2 calls break a guard rule: call #2 'delete_file'")
+    assert "call #3 tool call 4 of this run ('search'); guard.max_calls allows 3" in \
+        guard["explanation"]
     assert doc["aggregate"]["graders"][GUARD_RESULT] == {"runs": 1, "passed": 0,
                                                          "mean_score": 0.0}
 
