@@ -17,6 +17,7 @@ from typing import Any
 
 from .config import ToolEvalConfig
 from .graders.registry import AggregateTally, AggregatingGrader, TallyingGrader
+from .guard_result import GUARD_RESULT
 from .model import GradeResult, RunReport
 
 __all__ = ["RunningAggregate", "aggregate", "aggregate_passed"]
@@ -120,6 +121,11 @@ class _Scope:
                         summary["tool_selection"] = combined["tool_selection"]
                     summary["passed_aggregate"] = bool(combined.get("passed", False))
             graders[entry.name] = summary
+        if self.config.guard_rules is not None:   # the guard's result, as a grader's
+            runs, passed, scores = self.counts.get(GUARD_RESULT, (0, 0, None))
+            graders[GUARD_RESULT] = {
+                "runs": runs, "passed": passed,
+                "mean_score": scores.value() / runs if runs and scores is not None else None}
         return {"runs": self.runs, "passed": self.passed, "failed": self.runs - self.passed,
                 "graders": graders}
 

@@ -10,11 +10,12 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from ._version import __version__
 from .config import ConfigError, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
+from .guard import RULES
 from .model import RunReport
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
@@ -55,10 +56,20 @@ def _check(args: argparse.Namespace) -> int:
                                 "agents": sorted(g.agents) if g.agents else None,
                                 "params": _params(g.grader)} for g in config.session_graders]
         doc["sessions"] = sessions
+    checked = f"{len(config.graders)} grader(s)"
+    if config.guard is not None:
+        doc["guard"] = config.guard.model_dump(mode="json")
+    if config.guard_rules is not None:   # an active guard: a result of every run
+        checked += f" and a guard ({', '.join(_guard_rules(doc['guard']))})"
     json.dump(doc, sys.stdout, indent=2)
     sys.stdout.write("\n")
-    print(f"{args.config}: {len(config.graders)} grader(s), valid.", file=sys.stderr)
+    print(f"{args.config}: {checked}, valid.", file=sys.stderr)
     return 0
+
+
+def _guard_rules(guard: Any) -> list[str]:
+    """The rules a normalised ``guard:`` section sets, in the order they are tried."""
+    return [rule for rule in RULES if guard.get(rule) not in (None, [], {})]
 
 
 def _grade(args: argparse.Namespace) -> int:

@@ -44,7 +44,8 @@ from .graders.registry import (
     family_by_keys,
     problems_from_validation,
 )
-from .guard import GuardConfig
+from .guard import GuardConfig, GuardRules
+from .guard_result import GUARD_RESULT
 from .local_files import FileRefused, read_local_file
 from .mappings import ConventionEntry, compile_conventions
 from .sessions.settings import SessionsConfig
@@ -250,11 +251,14 @@ class ToolEvalConfig:
     grading: GradingConfig = _DEFAULT_GRADING
     #: The document it was validated from (what a grading process loads again).
     document: Mapping[str, Any] | None = None
-    #: The live guard's rules (``guard:``; checked by ``ToolEvalSpanProcessor`` only).
+    #: The guard's rules (``guard:``): checked live by ``ToolEvalSpanProcessor`` as each call
+    #: starts, and on every graded run's calls (its ``guard`` result, ``guard_result``).
     guard: GuardConfig | None = None
     #: The ``sessions:`` section, and its graders resolved (``otel_tooleval.sessions``).
     sessions: SessionsConfig = _DEFAULT_SESSIONS
     session_graders: tuple[ConfiguredGrader, ...] = ()
+    #: ``guard`` compiled for grading (None without an active guard); ``grade_run`` uses it.
+    guard_rules: GuardRules | None = dataclasses.field(default=None, compare=False, repr=False)
 
 
 def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
@@ -416,6 +420,11 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(found)
         if grader is not None:
             graders.append(grader)
+    if guarded and GUARD_RESULT in names:
+        problems.append(Problem(
+            ("graders", names[GUARD_RESULT], "name"),
+            f"{GUARD_RESULT!r} is the name of the guard's result in each run's results "
+            "(the config has a guard: section): name this grader otherwise"))
     session_graders: list[ConfiguredGrader] = []
     session_names: dict[str, int | str] = {}
     session_context = dataclasses.replace(context, session=True)
@@ -440,9 +449,10 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         unwrap=runs.unwrap == "auto",
         calls_from=runs.calls_from,
     )
+    rules = GuardRules(top.guard, unwrap=policy.unwrap) if guarded and top.guard else None
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
                           top.grading, data, guard=top.guard, sessions=top.sessions,
-                          session_graders=tuple(session_graders))
+                          session_graders=tuple(session_graders), guard_rules=rules)
 
 
 def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None

@@ -6,6 +6,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .graders.matching import BudgetExceeded, grading_limits
+from .guard import GuardRules
+from .guard_result import GUARD_RESULT, guard_result
 from .model import AgentRun, GradeResult, RunReport, SpanRecord
 from .trajectory import build_run, find_runs
 
@@ -19,7 +21,9 @@ BUDGET_EXCEEDED = "budget_exceeded"
 
 
 def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
-    """Grade one run with every grader that applies; None when the run is not graded at all.
+    """Grade one run with every grader that applies, and the guard's rules when the config has
+    a ``guard:`` section (a result named ``guard``, ``guard_result``); None when the run is not
+    graded at all.
 
     A grader that raises yields a result labelled ``error``; the others still run. The
     graders of one run share a budget of CPU time (``limits.grading_budget_ms``): a grader
@@ -32,13 +36,25 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     if agents is not None and run.agent not in agents:
         return None
     strict = config.runs.strict_reading and not run.reading.agrees
-    if not config.graders:   # runs collected, none graded: no budget clock to start
-        return RunReport(run, (reading_failure(run),) if strict else ())
-    results = grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
-                         config)
+    results = (grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
+                          config)
+               if config.graders else [])   # none: no budget clock to start
+    if config.guard_rules is not None:
+        results.append(_guarded(run, config.guard_rules))
     if strict:
         results.append(reading_failure(run))
     return RunReport(run, tuple(results))
+
+
+def _guarded(run: AgentRun, rules: GuardRules) -> GradeResult:
+    """The run's ``guard`` result; a failure inside is a failing result, never an exception
+    (as for a grader that raises)."""
+    try:
+        return guard_result(run.calls, rules)
+    except (Exception, SystemExit) as exc:
+        return GradeResult.failure(GUARD_RESULT, GUARD_RESULT, type(exc).__name__,
+                                   f"the guard raised {type(exc).__name__} while checking "
+                                   "this run's calls")
 
 
 #: The result ``runs.strict_reading`` adds to a run whose two witnesses disagree.

@@ -368,8 +368,10 @@ class TailGrader(Generic[H]):
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._forward_items = forward
         self._annotate = annotate
-        self._mark = mark if mark is not None and emit.violation_marks and names_calls(
-            entry.grader for entry in config.graders) else None
+        # The guard's result lists its offending calls as a grader's violations.
+        self._mark = mark if mark is not None and emit.violation_marks and (
+            config.guard_rules is not None
+            or names_calls(entry.grader for entry in config.graders)) else None
         self._on_report = on_report
         self._name = name
         self.buffers: TailBuffers[H] = TailBuffers(config, decision_wait, max_spans=max_spans,

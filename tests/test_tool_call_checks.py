@@ -96,6 +96,28 @@ def test_count_nested_sdk_form_and_threshold() -> None:
     assert r.details["evaluator_name"] == "ToolCallCountEvaluator"
 
 
+def test_count_star_caps_every_call_of_the_run_beside_per_tool_caps() -> None:
+    """Issue 28, item 2: ``{"*": ["<=", 3]}`` counts every call (it was a tool never called,
+    so it held on any run); per-tool entries beside it count their own tool."""
+    config = count({"*": ["<=", 3], "search": ["<=", 1]})
+    calls = [call("search", {}), call("book", {}), call("delete_file", {}),
+             call("search", {}, pending=True)]
+    r = grade(config, calls)
+    assert (r.score, r.passed) == (0.0, False)
+    assert [c["actual"] for c in r.details["checks"]] == [4, 2]
+    assert "the run's tools ('*') were called 4 times, expected <= 3" in r.explanation
+    assert [(v["call"], v["tool"], v["reason"]) for v in r.details["violations"]] == [
+        (3, "search", "over the count: '*' <= 3"), (3, "search", "over the count: 'search' <= 1")]
+    assert grade(config, calls[1:3]).passed
+    assert grade(count({"*": [">=", 1]}), []).score == 0.0
+
+
+@pytest.mark.parametrize("key", ["get_*", "*search", "**"])
+def test_count_refuses_a_pattern_for_a_tool_name_with_the_fix(key: str) -> None:
+    assert_config_error(count({key: ["<=", 1]}), f"graders[0].tool_calls_count.{key}",
+                        "'*' alone counts every call of the run")
+
+
 # -- args ---------------------------------------------------------------------------------------------
 
 def test_uipath_flaw_args_pairing_is_maximal_not_greedy() -> None:
@@ -366,6 +388,11 @@ def test_schemas_accept_both_shapes_and_agree_with_load_config() -> None:
         bad = [{"type": type_, **criteria, "bogus": 1}, {"type": type_, **empty},
                {"type": type_, "config": {"strict": True}}]
         assert_schema_agrees(document, good, bad)
+    count_schema = REGISTRY["tool-call-count"].schema
+    assert count_schema is not None
+    assert_schema_agrees(count_schema(), [{"type": "tool-call-count",
+                                           "tool_calls_count": {"*": ["<=", 3], "a": ["<", 1]}}],
+                         [{"type": "tool-call-count", "tool_calls_count": {"get_*": ["<=", 3]}}])
     args_schema = REGISTRY["tool-call-args"].schema
     assert args_schema is not None
     jsonschema.validate({"type": "tool-call-args", "subset": True, "config": {"subset": True},

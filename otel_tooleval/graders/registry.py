@@ -229,7 +229,9 @@ def problems_from_validation(err: ValidationError, prefix: Loc = (),
     """
     problems = []
     for e in err.errors(include_url=False):
-        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+        # pydantic marks a dict key's own error with "[key]" after the key: the key names it.
+        loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and (
+            p.startswith("function-") or p == "[key]")))
         message = _MESSAGES.get(e["type"], e["msg"])
         if e["type"] == "extra_forbidden" and loc:
             hint = extra_messages.get(str(loc[-1])) if extra_messages else None

@@ -1,7 +1,8 @@
 """The ``tool-call-count``, ``tool-call-args`` and ``tool-call-output`` graders
 (seeds/tool-call-order.txt, the UiPath SDK's other tool-call evaluators).
 
-count: each ``{tool: [op, n]}`` entry holds or not; a tool never called has count 0.
+count: each ``{tool: [op, n]}`` entry holds or not; a tool never called has count 0; the key
+``*`` counts every call of the run (a cap on the run's calls).
 args / output: expected entries are paired with distinct calls so that the number paired is
 the largest possible (maximum bipartite matching, not first-come greedy); score = paired /
 expected. ``strict`` makes each of them all or nothing. Entry shapes: see ``tool_call_order``.
@@ -37,6 +38,7 @@ from .tool_call_order import (
 )
 
 __all__ = [
+    "ALL_CALLS",
     "ArgsCriteria",
     "CountCriteria",
     "ExpectedCall",
@@ -60,9 +62,27 @@ _OPS: dict[str, Callable[[int, int], bool]] = {
     "=": operator.eq, "==": operator.eq, "!=": operator.ne,
 }
 Count = Annotated[int, Field(ge=0, strict=True)]
-Counts = Annotated[dict[ToolName, tuple[Op, Count]],
+
+#: The ``tool_calls_count`` key that counts every call of the run, whatever its tool: a cap on
+#: the run's calls (``{"*": ["<=", 3]}``), beside the per-tool entries.
+ALL_CALLS = "*"
+
+
+def _count_key(name: str) -> str:
+    """A tool name, or ``*``; a name holding ``*`` otherwise would be compared exactly and, as
+    no tool is called that, hold silently (``<=``) or fail for nothing (``>=``)."""
+    if ALL_CALLS in name and name != ALL_CALLS:
+        raise ValueError(
+            f"{name!r}: tool names are compared exactly, not as patterns; '*' alone counts "
+            "every call of the run (a cap on the run's calls); name each tool to count it")
+    return name
+
+
+CountKey = Annotated[ToolName, AfterValidator(_count_key)]
+Counts = Annotated[dict[CountKey, tuple[Op, Count]],
                    AfterValidator(non_empty("tool with its [operator, count]")),
-                   Field(json_schema_extra={"minProperties": 1})]
+                   Field(json_schema_extra={"minProperties": 1,
+                                            "propertyNames": {"pattern": r"^(\*|[^*]+)$"}})]
 
 
 class CountCriteria(BaseModel):
@@ -70,18 +90,20 @@ class CountCriteria(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    tool_calls_count: Counts = Field(description="tool name -> [operator, count]")
+    tool_calls_count: Counts = Field(
+        description="tool name -> [operator, count]; '*': every call of the run")
 
 
 class CountEntry(SdkEntry[CountCriteria]):
     """One tool-call-count entry, flat or in the SDK's nested form."""
 
     tool_calls_count: Counts | None = Field(
-        default=None, description="tool name -> [operator, count]")
+        default=None, description="tool name -> [operator, count]; '*': every call of the run")
 
 
 class ToolCallCountGrader:
-    """Checks how many times each named tool was called (pending calls included).
+    """Checks how many times each named tool was called (pending calls included); the key
+    ``*`` counts every call of the run.
 
     A count over its bound (``<``, ``<=``, ``==``) lists the calls past the bound, in run
     order, as violations: with ``<= 2``, the third call and every one after it.
@@ -99,7 +121,7 @@ class ToolCallCountGrader:
         counts = {name: len(calls) for name, calls in run.calls_by_name().items()}
         checks = []
         for tool, (op, n) in self.spec.criteria.tool_calls_count.items():
-            actual = counts.get(tool, 0)
+            actual = len(run.calls) if tool == ALL_CALLS else counts.get(tool, 0)
             checks.append({"tool": tool, "operator": op, "expected": n, "actual": actual,
                            "passed": _OPS[op](actual, n)})
         held = sum(1 for c in checks if c["passed"])
@@ -112,7 +134,7 @@ class ToolCallCountGrader:
             text = (f"All {len(checks)} count checks hold." if len(checks) > 1
                     else "The count check holds.")
         else:
-            why = "; ".join(f"{c['tool']!r} was called {c['actual']} "
+            why = "; ".join(f"{_counted(str(c['tool']))} {c['actual']} "
                             f"time{'' if c['actual'] == 1 else 's'}, expected "
                             f"{c['operator']} {c['expected']}" for c in failed[:3])
             more = f" and {len(failed) - 3} more" if len(failed) > 3 else ""
@@ -122,6 +144,12 @@ class ToolCallCountGrader:
         if offending:
             details["violations"] = offending
         return verdict(self.name, COUNT, self.spec, score, text, details)
+
+
+def _counted(tool: str) -> str:
+    """The subject of a count in an explanation."""
+    return ("the run's tools ('*') were called" if tool == ALL_CALLS
+            else f"{tool!r} was called")
 
 
 def _over_counts(failed: Sequence[Mapping[str, Any]], run: AgentRun) -> list[dict[str, Any]]:
@@ -137,7 +165,8 @@ def _over_counts(failed: Sequence[Mapping[str, Any]], run: AgentRun) -> list[dic
         else:
             continue   # too few calls (>, >=) or exactly the count refused (!=): no call is over
         reason = f"over the count: {check['tool']!r} {op} {n}"
-        out.extend(violation(c, reason) for c in groups.get(check["tool"], ())[max(allowed, 0):])
+        calls = run.calls if check["tool"] == ALL_CALLS else groups.get(check["tool"], ())
+        out.extend(violation(c, reason) for c in calls[max(allowed, 0):])
     out.sort(key=lambda v: int(v["call"]))
     return out
 
