@@ -91,9 +91,11 @@ def test_trace_your_own_agent_snippet_prints_a_verdict(tmp_path: Path) -> None:
     assert any(re.match(r"\s+pass\s+books-no-secrets\s+1\.00", line) for line in lines)
     assert any(re.match(r"\s+pass\s+workflow\s+1\.00", line) for line in lines)
     assert any(re.match(r"\s+fail\s+order\s+0\.67\s.*'validate_booking'", line) for line in lines)
+    assert any(re.match(r"\s+pass\s+at-most-3-calls\s+1\.00", line) for line in lines)
+    assert any(re.match(r"\s+pass\s+guard\s+1\.00", line) for line in lines)
     # ... and the root span copy with the verdicts on it, from the console exporter.
     assert '"tooleval.passed": false' in done.stdout
-    assert done.stdout.count('"name": "gen_ai.evaluation.result"') == 3
+    assert done.stdout.count('"name": "gen_ai.evaluation.result"') == 5   # 4 graders, the guard
 
 
 # -- `otel-tooleval ...` lines in bash blocks ---------------------------------------------------

@@ -702,7 +702,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="comma-separated prefixes (trajectory,order,count,args,output,"
                              "letta); all by default")
     parser.add_argument("--markdown", action="store_true",
-                        help="also print the table as Markdown (README's performance table)")
+                        help="also print the table as Markdown (docs/performance.md's table)")
     opts = parser.parse_args(argv)
     sizes = [int(s) for s in opts.sizes.split(",")]
     prefixes = tuple(p.strip() for p in opts.families.split(",") if p.strip())

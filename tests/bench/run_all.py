@@ -12,7 +12,7 @@ end this script prints one table: figure, measured, target, met / NOT met, and t
 reproduces the line on its own.
 
 The default sizes are modest, so that the whole run takes about 10-15 minutes on a 2-core
-machine; ``--full`` uses each bench's full sizes (the ones the README quotes):
+machine; ``--full`` uses each bench's full sizes (the ones docs/performance.md quotes):
 
 ==========  ===============================================  ======================================
 bench       default                                          --full
