@@ -13,9 +13,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from ._version import __version__
-from .config import ConfigError, load_config_file
+from .config import ConfigError, ToolEvalConfig, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
 from .model import RunReport
+from .readers.problems import InputProblem
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 if TYPE_CHECKING:
@@ -35,13 +36,38 @@ def _demo(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(default_config_text())
         return 0
-    config = load_config_file(args.config) if args.config else None
+    config = _load_config(args.config) if args.config else None
     run_demo(config, endpoint=args.endpoint)
     return 0
 
 
+def _load_config(path: str, traces: Sequence[str] = (), **options: bool) -> ToolEvalConfig:
+    """``load_config_file``, with one line instead of a list of unknown keys when the file is
+    a trace file: the arguments swapped (``grade cfg.yaml --config traces.jsonl``)."""
+    try:
+        return load_config_file(path, **options)
+    except ConfigError:
+        from .readers.sniff import trace_kind
+
+        head = b""
+        if os.path.isfile(path):
+            with contextlib.suppress(OSError), open(path, "rb") as fh:
+                head = fh.read(64 * 1024)
+        kind = trace_kind(head) if head else None
+        if kind is None:
+            raise
+        fix = (f" try: otel-tooleval grade {path} --config {traces[0]}" if len(traces) == 1
+               else "")
+        raise _Swapped(f"{path} looks like traces ({kind}), not a config: are the arguments "
+                       f"swapped?{fix}") from None
+
+
+class _Swapped(Exception):
+    """A config path that names a trace file; the message is the one line to print."""
+
+
 def _check(args: argparse.Namespace) -> int:
-    config = load_config_file(args.config)
+    config = _load_config(args.config)
     doc: dict[str, object] = {
         "graders": [{"name": g.name, "type": g.type,
                      "agents": sorted(g.agents) if g.agents else None,
@@ -63,20 +89,20 @@ def _check(args: argparse.Namespace) -> int:
 
 def _grade(args: argparse.Namespace) -> int:
     from .aggregate import aggregate_passed
-    from .files import InputError, InputProblem
+    from .files import InputError
     from .offline import grade_files
 
     if args.include_calls and args.format != "json":
         print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
         return 2
-    config = load_config_file(args.config)
+    config = _load_config(args.config, args.files)
 
     shown: list[str] = []
+    lines = _ProblemLines()
 
     def problem(p: InputProblem) -> None:
-        where = f"{p.path}:{p.line}" if p.line is not None else p.path
-        shown.append(f"{where}: {p.message}")
-        print(f"otel-tooleval: {where}: {p.message}", file=sys.stderr)
+        shown.append(str(p))
+        lines.add(p)
 
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
@@ -99,8 +125,10 @@ def _grade(args: argparse.Namespace) -> int:
                                   group_by=args.group_by, on_problem=problem,
                                   on_report=graded, max_line_bytes=args.max_line_bytes)
         except InputError as exc:
+            lines.close()
             print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
+        lines.close()
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
             for session in outcome.sessions:
@@ -167,6 +195,30 @@ def _writer(args: argparse.Namespace, out_stream: TextIO) -> ReportWriter:
     return TableWriter(color=color)
 
 
+class _ProblemLines:
+    """Input problems on stderr, capped per file: the first ``SHOWN`` of each file, then one
+    line with the count of the rest (a file that is not what it seems gives one problem per
+    line; the report itself lists them all, or its own first ones)."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, problem: InputProblem) -> None:
+        n = self.counts[problem.path] = self.counts.get(problem.path, 0) + 1
+        if n <= self.SHOWN:
+            print(f"otel-tooleval: {problem}", file=sys.stderr)
+
+    def close(self) -> None:
+        """The count of each file's problems not shown."""
+        for path, n in self.counts.items():
+            if n > self.SHOWN:
+                print(f"otel-tooleval: {path}: {n - self.SHOWN} more input problem(s) not "
+                      f"shown ({n} in all)", file=sys.stderr)
+        self.counts.clear()
+
+
 class _ConfigErrors:
     """The results of graders that met a configuration problem while grading: a count, the
     graders' names and the first by run order (runs come in the order graded)."""
@@ -207,24 +259,26 @@ class _ConfigErrors:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from .files import InputError, InputProblem
+    from .files import InputError
     from .inspection import inspect_files
     from .outputs.inspect_report import render_inspect_json, render_inspect_table
 
-    config = (load_config_file(args.config, allow_no_graders=True) if args.config
-              else None)
+    config = (_load_config(args.config, allow_no_graders=True) if args.config else None)
     shown: list[str] = []
+    lines = _ProblemLines()
 
     def problem(p: InputProblem) -> None:
         shown.append(str(p))
-        print(f"otel-tooleval: {p}", file=sys.stderr)
+        lines.add(p)
 
     try:
         found = inspect_files(args.files, config, input_format=args.input_format,
                               on_problem=problem, max_line_bytes=args.max_line_bytes)
     except InputError as exc:
+        lines.close()
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
+    lines.close()
     render = render_inspect_json if args.format == "json" else render_inspect_table
     sys.stdout.write(render(found, shown))
     return 0
@@ -310,7 +364,7 @@ def _serve_logged(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(
-            load_config_file(args.config), grpc=None if args.grpc == "off" else args.grpc,
+            _load_config(args.config), grpc=None if args.grpc == "off" else args.grpc,
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
             max_buffered_spans=args.max_buffered_spans,
@@ -514,7 +568,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ConfigError as exc:
+    except (ConfigError, _Swapped) as exc:
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:   # e.g. `otel-tooleval schema | head`
