@@ -123,3 +123,54 @@ def test_input_problems_on_stderr_are_capped_per_file(
                for line in err) == 5
     assert f"otel-tooleval: {bad}: 35 more input problem(s) not shown (40 in all)" in err
     assert sum(f"{also}:" in line for line in err) == 2    # under the cap: each shown
+
+
+def test_a_missing_config_level_is_one_problem_saying_move_these_keys() -> None:
+    from otel_tooleval.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_config({"graders": [{"name": "t", "type": "tool-calls",
+                                  "required": [{"name": "search"}],
+                                  "disallowed": [{"name": "delete_file"}]}]})
+    assert [p.render() for p in caught.value.problems] == [
+        ("graders[0]: move these keys under config: required, disallowed (the options of this "
+        "grader sit one level down: config: {required: ..., disallowed: ...})")]
+
+
+def test_a_missing_config_level_keeps_the_entrys_other_problems() -> None:
+    from otel_tooleval.config import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as caught:
+        load_config({"graders": [{"name": "", "type": "tool-calls",
+                                  "required": [{"name": "search"}]}]})
+    rendered = [p.render() for p in caught.value.problems]
+    assert any(r.startswith("graders[0].name:") for r in rendered), rendered
+    assert any("move these keys under config: required" in r for r in rendered), rendered
+
+
+YAML_MISTAKES = {
+    # text: (line, column, what the message says)
+    "graders:\n- name: a\n type: b\n": ("line 3, column 2", "this line is indented differently"),
+    "graders:\n  - name: a\n    type: tool-calls\n     config: {}\n":
+        ("line 4, column 12", "a ':' where no key can start"),
+    "graders:\n\t- a\n": ("line 2, column 1", "a tab: YAML indents with spaces only"),
+    "graders:\n  - {name: a, type: tool-calls\n":
+        ("line 3, column 1", "a '{' (opened at line 2, column 5) is not closed: a '}' or ','"),
+    "graders: [a\n": ("line 2, column 1", "a '[' (opened at line 1, column 10) is not closed"),
+    'graders: "a\n': ("line 2, column 1", "a quote (opened at line 1, column 10) is never closed"),
+    "graders: *x\n": ("line 1, column 10", "*x names no &x anchor"),
+}
+
+
+@pytest.mark.parametrize("text", sorted(YAML_MISTAKES))
+def test_yaml_mistakes_in_plain_words(text: str, tmp_path: Path) -> None:
+    from otel_tooleval.config import ConfigError, load_config_file
+
+    where, said = YAML_MISTAKES[text]
+    path = tmp_path / "c.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as caught:
+        load_config_file(path)
+    message = str(caught.value)
+    assert f"not valid YAML: {where}: {said}" in message, message
+    assert "<" not in message.split("not valid YAML", 1)[1], message   # no <block end> tokens
