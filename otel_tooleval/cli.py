@@ -414,14 +414,24 @@ def _parser() -> argparse.ArgumentParser:
         description="Grade what AI agents do with their tools, live, inside OpenTelemetry.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a scripted agent and grade it live")
+    demo = sub.add_parser(
+        "demo", help="run a scripted agent and grade it live",
+        description="Run a scripted agent (no model, no network) under a ToolEvalSpanProcessor "
+                    "and print its verdicts; with an OTLP endpoint the trace and its verdicts "
+                    "go there too (search tooleval.passed=false in Jaeger). --print-config "
+                    "shows the config it grades with, a start for your own.")
     demo.add_argument("--config", help="grader config (default: the embedded demo config)")
     demo.add_argument("--endpoint", help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
     demo.add_argument("--print-config", action="store_true",
                       help="print the embedded demo config and exit")
     demo.set_defaults(func=_demo)
-    check = sub.add_parser("check", help="validate a config and print the normalised graders")
-    check.add_argument("config")
+    check = sub.add_parser(
+        "check", help="validate a config and print the normalised graders",
+        description="Validate a config file and print it normalised, as JSON: each grader with "
+                    "its options resolved and every section with its defaults filled in. Exit "
+                    "0 when valid, 2 with every problem and its location (graders[0].config...) "
+                    "when not.")
+    check.add_argument("config", help="the config file (YAML or JSON)")
     check.set_defaults(func=_check)
     grade = sub.add_parser(
         "grade", help="grade exported trace files (a CI gate)",
@@ -433,7 +443,10 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
     grade.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
     grade.add_argument("--format", "-f", choices=["table", "json", "junit", "html"],
-                       default="table")
+                       default="table",
+                       help="the report: table (default), json (one document, docs/grade.md), "
+                            "junit (one testcase per run and grader, for CI), html (one "
+                            "self-contained page)")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
     _max_line_bytes(grade)
@@ -481,8 +494,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", default="127.0.0.1:4318", metavar="HOST:PORT",
                        help="OTLP/HTTP listen address, or 'off' (default 127.0.0.1:4318)")
     serve.add_argument("--forward", metavar="URL",
-                       help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT); "
-                            "'none' discards")
+                       help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT; with "
+                            "neither, nowhere: runs are graded and their verdicts logged); "
+                            "'none' forwards nowhere on purpose")
     serve.add_argument("--forward-protocol", choices=["grpc", "http/protobuf"],
                        help="default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else "
                        "OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf")

@@ -174,3 +174,55 @@ def test_yaml_mistakes_in_plain_words(text: str, tmp_path: Path) -> None:
     message = str(caught.value)
     assert f"not valid YAML: {where}: {said}" in message, message
     assert "<" not in message.split("not valid YAML", 1)[1], message   # no <block end> tokens
+
+
+def test_serve_with_no_next_hop_starts_grades_and_says_once_it_forwards_nowhere(
+        tmp_path: Path) -> None:
+    """A first ``serve`` from a clone: no --forward, no OTEL_EXPORTER_OTLP_ENDPOINT. It used
+    to refuse to start; now it grades, logs each verdict, and its start line says once that
+    the traces go nowhere."""
+    import http.client
+    import os
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    log = (tmp_path / "serve.log").open("w+")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config",
+         str(ROOT / "otel_tooleval/demo/graders.yaml"), "--grpc", "off", "--http",
+         f"127.0.0.1:{port}", "--decision-wait", "0.1"], env=env, stderr=log, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+                conn.request("POST", "/v1/traces", TRACES.read_bytes(),
+                             {"Content-Type": "application/json"})
+                assert conn.getresponse().status == 200
+                conn.close()
+                break
+            except OSError:
+                log.seek(0)
+                assert process.poll() is None and time.monotonic() < deadline, log.read()
+                time.sleep(0.05)
+        while "serve: run agent=" not in (tmp_path / "serve.log").read_text():
+            assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()
+            time.sleep(0.05)
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        log.close()
+    err = (tmp_path / "serve.log").read_text()
+    assert err.count("forwarding nowhere: verdicts are only logged here") == 1, err
+    assert "forwarding to none" not in err
+    assert "serve: run agent=" in err and "none forwarded (no next hop), 4 runs graded" in err
