@@ -226,3 +226,15 @@ def test_serve_with_no_next_hop_starts_grades_and_says_once_it_forwards_nowhere(
     assert err.count("forwarding nowhere: verdicts are only logged here") == 1, err
     assert "forwarding to none" not in err
     assert "serve: run agent=" in err and "none forwarded (no next hop), 4 runs graded" in err
+
+
+@pytest.mark.parametrize(("command", "said"), [
+    ("check", "Validate a config file and print it normalised"),
+    ("demo", "Run a scripted agent"),
+    ("grade", "junit (one testcase per run and grader"),
+])
+def test_help_describes_each_command(command: str, said: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    assert said in " ".join(capsys.readouterr().out.split())
