@@ -24,7 +24,7 @@ from opentelemetry.trace import StatusCode
 from .emit.span import root_attributes, span_events
 from .model import RunReport, SpanEvent, SpanRecord
 
-__all__ = ["annotated_copy", "copy_with", "events_of", "record_from_span", "sdk_configure",
+__all__ = ["annotated_copy", "co_registered", "copy_with", "events_of", "record_from_span", "sdk_configure",
            "sdk_initialize_wrapping", "suppress_instrumentation", "wrap_export_processors"]
 
 try:  # the key instrumentations check before they trace anything
@@ -370,3 +370,11 @@ def new_span(name: str, context: Any, *, resource: Any, attributes: Mapping[str,
         end_time=end_time,
         instrumentation_scope=scope,
     )
+
+
+def co_registered(span: Any) -> tuple[Any, ...]:
+    """The span processors of the provider that started ``span`` (the SDK's multi-processor
+    keeps them in ``_span_processors``); () where that cannot be told."""
+    multi = getattr(span, "_span_processor", None)
+    found = getattr(multi, "_span_processors", ())
+    return tuple(found) if isinstance(found, (tuple, list)) else ()

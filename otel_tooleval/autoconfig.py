@@ -211,5 +211,7 @@ class ToolEvalConfigurator:
             provider = trace.get_tracer_provider()
             add = getattr(provider, "add_span_processor", None)
             if callable(add):
-                add(ToolEvalSpanProcessor(config))
+                ungraded = ToolEvalSpanProcessor(config)
+                ungraded.expect_downstream = False   # on purpose: no trace exporter
+                add(ungraded)
         register_drain()

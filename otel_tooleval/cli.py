@@ -13,10 +13,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TextIO
 
 from ._version import __version__
-from .config import ConfigError, load_config_file
+from .config import ConfigError, ToolEvalConfig, load_config_file
 from .graders.registry import CONFIGURATION_ERROR
 from .guard import RULES
 from .model import RunReport
+from .readers.problems import InputProblem
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 if TYPE_CHECKING:
@@ -36,13 +37,38 @@ def _demo(args: argparse.Namespace) -> int:
     if args.print_config:
         sys.stdout.write(default_config_text())
         return 0
-    config = load_config_file(args.config) if args.config else None
+    config = _load_config(args.config) if args.config else None
     run_demo(config, endpoint=args.endpoint)
     return 0
 
 
+def _load_config(path: str, traces: Sequence[str] = (), **options: bool) -> ToolEvalConfig:
+    """``load_config_file``, with one line instead of a list of unknown keys when the file is
+    a trace file: the arguments swapped (``grade cfg.yaml --config traces.jsonl``)."""
+    try:
+        return load_config_file(path, **options)
+    except ConfigError:
+        from .readers.sniff import trace_kind
+
+        head = b""
+        if os.path.isfile(path):
+            with contextlib.suppress(OSError), open(path, "rb") as fh:
+                head = fh.read(64 * 1024)
+        kind = trace_kind(head) if head else None
+        if kind is None:
+            raise
+        fix = (f" try: otel-tooleval grade {path} --config {traces[0]}" if len(traces) == 1
+               else "")
+        raise _Swapped(f"{path} looks like traces ({kind}), not a config: are the arguments "
+                       f"swapped?{fix}") from None
+
+
+class _Swapped(Exception):
+    """A config path that names a trace file; the message is the one line to print."""
+
+
 def _check(args: argparse.Namespace) -> int:
-    config = load_config_file(args.config)
+    config = _load_config(args.config)
     doc: dict[str, object] = {
         "graders": [{"name": g.name, "type": g.type,
                      "agents": sorted(g.agents) if g.agents else None,
@@ -74,20 +100,20 @@ def _guard_rules(guard: Any) -> list[str]:
 
 def _grade(args: argparse.Namespace) -> int:
     from .aggregate import aggregate_passed
-    from .files import InputError, InputProblem
+    from .files import InputError
     from .offline import grade_files
 
     if args.include_calls and args.format != "json":
         print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
         return 2
-    config = load_config_file(args.config)
+    config = _load_config(args.config, args.files)
 
     shown: list[str] = []
+    lines = _ProblemLines()
 
     def problem(p: InputProblem) -> None:
-        where = f"{p.path}:{p.line}" if p.line is not None else p.path
-        shown.append(f"{where}: {p.message}")
-        print(f"otel-tooleval: {where}: {p.message}", file=sys.stderr)
+        shown.append(str(p))
+        lines.add(p)
 
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
@@ -110,8 +136,10 @@ def _grade(args: argparse.Namespace) -> int:
                                   group_by=args.group_by, on_problem=problem,
                                   on_report=graded, max_line_bytes=args.max_line_bytes)
         except InputError as exc:
+            lines.close()
             print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
+        lines.close()
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
             for session in outcome.sessions:
@@ -178,6 +206,30 @@ def _writer(args: argparse.Namespace, out_stream: TextIO) -> ReportWriter:
     return TableWriter(color=color)
 
 
+class _ProblemLines:
+    """Input problems on stderr, capped per file: the first ``SHOWN`` of each file, then one
+    line with the count of the rest (a file that is not what it seems gives one problem per
+    line; the report itself lists them all, or its own first ones)."""
+
+    SHOWN = 5
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+
+    def add(self, problem: InputProblem) -> None:
+        n = self.counts[problem.path] = self.counts.get(problem.path, 0) + 1
+        if n <= self.SHOWN:
+            print(f"otel-tooleval: {problem}", file=sys.stderr)
+
+    def close(self) -> None:
+        """The count of each file's problems not shown."""
+        for path, n in self.counts.items():
+            if n > self.SHOWN:
+                print(f"otel-tooleval: {path}: {n - self.SHOWN} more input problem(s) not "
+                      f"shown ({n} in all)", file=sys.stderr)
+        self.counts.clear()
+
+
 class _ConfigErrors:
     """The results of graders that met a configuration problem while grading: a count, the
     graders' names and the first by run order (runs come in the order graded)."""
@@ -218,24 +270,26 @@ class _ConfigErrors:
 
 
 def _inspect(args: argparse.Namespace) -> int:
-    from .files import InputError, InputProblem
+    from .files import InputError
     from .inspection import inspect_files
     from .outputs.inspect_report import render_inspect_json, render_inspect_table
 
-    config = (load_config_file(args.config, allow_no_graders=True) if args.config
-              else None)
+    config = (_load_config(args.config, allow_no_graders=True) if args.config else None)
     shown: list[str] = []
+    lines = _ProblemLines()
 
     def problem(p: InputProblem) -> None:
         shown.append(str(p))
-        print(f"otel-tooleval: {p}", file=sys.stderr)
+        lines.add(p)
 
     try:
         found = inspect_files(args.files, config, input_format=args.input_format,
                               on_problem=problem, max_line_bytes=args.max_line_bytes)
     except InputError as exc:
+        lines.close()
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
+    lines.close()
     render = render_inspect_json if args.format == "json" else render_inspect_table
     sys.stdout.write(render(found, shown))
     return 0
@@ -321,7 +375,7 @@ def _serve_logged(args: argparse.Namespace) -> int:
 
     try:
         options = options_from_args(
-            load_config_file(args.config), grpc=None if args.grpc == "off" else args.grpc,
+            _load_config(args.config), grpc=None if args.grpc == "off" else args.grpc,
             http=None if args.http == "off" else args.http, forward=args.forward,
             forward_protocol=args.forward_protocol, decision_wait=args.decision_wait,
             max_buffered_spans=args.max_buffered_spans,
@@ -371,14 +425,24 @@ def _parser() -> argparse.ArgumentParser:
         description="Grade what AI agents do with their tools, live, inside OpenTelemetry.")
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a scripted agent and grade it live")
+    demo = sub.add_parser(
+        "demo", help="run a scripted agent and grade it live",
+        description="Run a scripted agent (no model, no network) under a ToolEvalSpanProcessor "
+                    "and print its verdicts; with an OTLP endpoint the trace and its verdicts "
+                    "go there too (search tooleval.passed=false in Jaeger). --print-config "
+                    "shows the config it grades with, a start for your own.")
     demo.add_argument("--config", help="grader config (default: the embedded demo config)")
     demo.add_argument("--endpoint", help="OTLP endpoint (default: OTEL_EXPORTER_OTLP_ENDPOINT)")
     demo.add_argument("--print-config", action="store_true",
                       help="print the embedded demo config and exit")
     demo.set_defaults(func=_demo)
-    check = sub.add_parser("check", help="validate a config and print the normalised graders")
-    check.add_argument("config")
+    check = sub.add_parser(
+        "check", help="validate a config and print the normalised graders",
+        description="Validate a config file and print it normalised, as JSON: each grader with "
+                    "its options resolved and every section with its defaults filled in. Exit "
+                    "0 when valid, 2 with every problem and its location (graders[0].config...) "
+                    "when not.")
+    check.add_argument("config", help="the config file (YAML or JSON)")
     check.set_defaults(func=_check)
     grade = sub.add_parser(
         "grade", help="grade exported trace files (a CI gate)",
@@ -390,7 +454,10 @@ def _parser() -> argparse.ArgumentParser:
     grade.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
     grade.add_argument("--config", "-c", required=True, help="grader config (YAML or JSON)")
     grade.add_argument("--format", "-f", choices=["table", "json", "junit", "html"],
-                       default="table")
+                       default="table",
+                       help="the report: table (default), json (one document, docs/grade.md), "
+                            "junit (one testcase per run and grader, for CI), html (one "
+                            "self-contained page)")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
     _max_line_bytes(grade)
@@ -438,8 +505,9 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--http", default="127.0.0.1:4318", metavar="HOST:PORT",
                        help="OTLP/HTTP listen address, or 'off' (default 127.0.0.1:4318)")
     serve.add_argument("--forward", metavar="URL",
-                       help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT); "
-                            "'none' discards")
+                       help="next OTLP endpoint (default OTEL_EXPORTER_OTLP_ENDPOINT; with "
+                            "neither, nowhere: runs are graded and their verdicts logged); "
+                            "'none' forwards nowhere on purpose")
     serve.add_argument("--forward-protocol", choices=["grpc", "http/protobuf"],
                        help="default OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else "
                        "OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf")
@@ -525,7 +593,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return int(args.func(args))
-    except ConfigError as exc:
+    except (ConfigError, _Swapped) as exc:
         print(f"otel-tooleval: {exc}", file=sys.stderr)
         return 2
     except BrokenPipeError:   # e.g. `otel-tooleval schema | head`

@@ -321,13 +321,31 @@ def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
         else:
             grader = family.build(rest, name, context.include_values)
     except ConfigProblems as exc:
-        return None, problems + [Problem(loc + p.loc, p.message) for p in exc.problems]
+        return None, problems + _missing_level(
+            [Problem(loc + p.loc, p.message) for p in exc.problems], loc)
     except ValidationError as exc:
-        return None, problems + problems_from_validation(exc, loc)
+        return None, problems + _missing_level(problems_from_validation(exc, loc), loc)
     if problems:
         return None, problems
     return ConfiguredGrader(name, family.type, frozenset(agents) if agents else None,
                             grader), []
+
+
+def _missing_level(problems: list[Problem], loc: tuple[str | int, ...]) -> list[Problem]:
+    """An entry whose family keeps its options under a required ``config:`` (tool-calls),
+    written with them beside ``type``: one problem, "move these keys under config:", instead
+    of "config: required key is missing" and an "unknown key" for each of them."""
+    missing = [p for p in problems if p.loc == (*loc, "config")
+               and p.message.startswith("required key is missing")]
+    stray = [p for p in problems if len(p.loc) == len(loc) + 1 and p.loc[:-1] == loc
+             and p.message.startswith("unknown key")]
+    if not missing or not stray:
+        return problems
+    keys = [str(p.loc[-1]) for p in stray]
+    rest = [p for p in problems if p not in missing and p not in stray]
+    shape = ", ".join(f"{k}: ..." for k in keys)
+    return [Problem(loc, f"move these keys under config: {', '.join(keys)} (the options of "
+                         f"this grader sit one level down: config: {{{shape}}})"), *rest]
 
 
 _TURN_SHARED = ("type", "kind", "name", "agents")
@@ -612,12 +630,59 @@ def _parse_text(text: str, source: str | None) -> Any:
         raise ConfigError([Problem((), f"refused: line {mark.line + 1}, column "
                                        f"{mark.column + 1}: {exc.problem}")], source) from None
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([Problem((), f"not valid YAML: {where}{problem}")], source) from None
+        raise ConfigError([Problem((), f"not valid YAML: {_yaml_problem(exc)}")],
+                          source) from None
     finally:
         loader.dispose()
+
+
+# PyYAML's token names, in words.
+_TOKENS = {"<block end>": "the end of an indented block", "<stream end>": "the end of the file",
+           "<block mapping start>": "a key indented deeper",
+           "<block sequence start>": "a list indented deeper", "<scalar>": "a value",
+           "<block entry>": "a list item ('- ')", "<document start>": "'---'"}
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """A PyYAML error in plain words, where it is (line and column, 1-based) first.
+
+    The usual mistakes get a sentence that says what to change (indentation, a tab, a ':' in
+    an unquoted value, a bracket or quote never closed); any other keeps PyYAML's words with
+    its token names spelled out."""
+    mark = getattr(exc, "problem_mark", None)
+    opened = getattr(exc, "context_mark", None)
+    raw = str(getattr(exc, "problem", None) or exc)
+
+    def at(m: Any) -> str:
+        return f"line {m.line + 1}, column {m.column + 1}"
+
+    since = f" (opened at {at(opened)})" if opened is not None else ""
+    if raw.startswith("mapping values are not allowed"):
+        text = ("a ':' where no key can start: is this line indented too far, or does an "
+                "unquoted value hold ': '? (quote it: \"a: b\")")
+    elif raw.startswith(("expected <block end>", "did not find expected key",
+                         "did not find expected '-'")):
+        text = ("this line is indented differently from the lines above it: the keys of one "
+                "mapping, and the '- ' items of one list, start in the same column")
+    elif "'\\t'" in raw or "'\t'" in raw:
+        text = "a tab: YAML indents with spaces only"
+    elif raw.startswith(("expected ',' or '}'", "expected ',' or ']'")):
+        opener, close = ("{", "}") if "'}'" in raw else ("[", "]")
+        text = f"a '{opener}'{since} is not closed: a '{close}' or ',' is missing before this point"
+    elif raw.startswith("found unexpected end of stream") or "end of stream" in raw and (
+            "quoted" in str(getattr(exc, "context", ""))):
+        text = f"a quote{since} is never closed"
+    elif raw.startswith("could not find expected ':'"):
+        text = (f"a key{since} without ':' after it (or a value that runs onto the next "
+                "line: quote it)")
+    elif raw.startswith("found undefined alias"):
+        alias = raw.split("'")[1] if raw.count("'") >= 2 else "alias"
+        text = f"*{alias} names no &{alias} anchor defined before it"
+    else:
+        text = raw
+        for token, words in _TOKENS.items():
+            text = text.replace(f"'{token}'", words).replace(token, words)
+    return f"{at(mark)}: {text}" if mark is not None else text
 
 
 def _is_file(text: str) -> bool:

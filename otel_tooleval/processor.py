@@ -32,6 +32,7 @@ from .hooks import forwarding_hooks, span_hooks
 from .live_guard import LiveGuard
 from .model import AgentRun, GradeResult, RunReport, SpanRecord, Verdicts
 from .offload import GradingProcess, InFlight
+from .registration import NO_SPANS, first_span_warnings, warn
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
 from .trajectory import run_from
@@ -86,6 +87,9 @@ class ToolEvalSpanProcessor(SpanProcessor):
                                           metrics=self._metrics, report=self._report,
                                           on_session=on_session, id_generator=id_generator)
         self._shutdown = False
+        # registration.py: checked at the first span, then out of the hot path
+        self.expect_downstream = on_report is None
+        self._seen_span = False
         self._install_hooks()
         self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
@@ -178,6 +182,22 @@ class ToolEvalSpanProcessor(SpanProcessor):
                            ("on_end", hooks.on_end)):
             if getattr(own, name) is getattr(ToolEvalSpanProcessor, name):
                 setattr(self, name, hook)
+        if not self._seen_span and not self._shutdown and own.on_start is (
+                ToolEvalSpanProcessor.on_start):
+            self.on_start = self._first_start  # type: ignore[method-assign]
+
+    def _first_start(self, span: Span, parent_context: Context | None = None) -> None:
+        """The first span's start: check the registration once, then the usual hook."""
+        self._seen_span = True
+        hook = self._hooks.on_start
+        self.on_start = hook  # type: ignore[method-assign]
+        try:
+            for message in first_span_warnings(self._downstream, span,
+                                               expect_downstream=self.expect_downstream):
+                warn(message)
+        except Exception:
+            self._report("registration check")
+        hook(span, parent_context)
 
     def _live_guard(self, on_violation: Callable[[GuardViolation], None] | None
                     ) -> LiveGuard | None:
@@ -576,6 +596,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
             return True
         deadline = time.monotonic() + timeout_millis / 1000
         self._shutdown = True
+        if not self._seen_span:
+            warn(NO_SPANS)
         self._install_hooks()   # forwarding only from now on
         if self._guard is not None:
             self._guard.close()

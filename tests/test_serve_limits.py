@@ -659,5 +659,6 @@ def test_without_uvicorn_http_is_refused_in_one_line(
     args = ["serve", "--config", str(CONFIG), "--grpc", "off", "--forward", "none"]
     assert main(args) == 2
     err = capsys.readouterr().err.strip()
-    assert err.count("\n") == 0 and "pip install 'otel-tooleval[serve]'" in err
+    assert err.count("\n") == 0 and "pip install -e '.[serve]'" in err
+    assert "otel-tooleval[serve]" not in err   # not on the index: that hint fails
     assert "--http off" in err

@@ -10,6 +10,7 @@ from ..model import SpanRecord
 from .json_input import json_records
 from .otlp_proto import proto_records
 from .problems import InputError, InputProblem, ProblemSink, log_problem
+from .sniff import not_traces
 from .source import DEFAULT_MAX_LINE_BYTES, FORMATS, OpenedInput, open_input
 
 __all__ = ["read_records"]
@@ -41,7 +42,9 @@ def read_records(
 
     Raises:
         InputError: the input as a whole is unreadable (cannot be opened, unknown format, not
-            gzip-decodable, a single JSON document that does not parse, a line or document
+            gzip-decodable, text that is plainly not traces: a config, YAML, HTML, Python,
+            ConsoleSpanExporter output, named in one line by ``sniff.not_traces``; a single
+            JSON document that does not parse, a line or document
             over ``max_line_bytes``); it names the file and, where known, the line. Raised
             here, or while iterating for what shows later.
         ValueError: an unknown ``input_format``, or ``max_line_bytes`` below 1.
@@ -69,6 +72,11 @@ def _records(opened: OpenedInput, input_format: str | None, sink: ProblemSink,
             yield from proto_records(opened.stream, name, lambda m: report(None, m),
                                      max_message_bytes=max_line_bytes)
             return
+        if opened.kind == "json" and input_format != "otlp-proto":
+            # Text: a config, a page, source code or console output is named, in one line.
+            verdict = not_traces(opened.head, name)
+            if verdict is not None:
+                raise InputError(verdict)
         if opened.kind != "json":
             raise InputError(f"{name}: not JSON (first byte 0x{opened.first_byte or 0:02x}), "
                              f"but read as {input_format}")

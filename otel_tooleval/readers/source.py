@@ -42,7 +42,8 @@ class OpenedInput:
 
     ``kind`` is ``json`` (first non-space byte ``{`` or ``[``), ``binary`` or ``empty``.
     ``skipped_lines``: newlines in leading whitespace that was dropped, not put back (the
-    line numbers of what follows start after them).
+    line numbers of what follows start after them). ``head``: the first bytes (decompressed),
+    to tell what kind of file it is.
     """
 
     name: str
@@ -51,6 +52,7 @@ class OpenedInput:
     first_byte: int | None
     close: Callable[[], None]
     skipped_lines: int = 0
+    head: bytes = b""
 
 
 class _Rejoined(io.RawIOBase):
@@ -135,7 +137,7 @@ def open_input(source: str | Path | BinaryIO) -> OpenedInput:
     first = text[0] if text else None
     kind = "empty" if first is None else "json" if first in b"{[" or _json_lines_after_all(
         text) else "binary"
-    return OpenedInput(name, pushback(head, stream), kind, first, close, skipped)
+    return OpenedInput(name, pushback(head, stream), kind, first, close, skipped, head)
 
 
 _CONTROL = bytes(c for c in range(32) if c not in b"\t\n\r")

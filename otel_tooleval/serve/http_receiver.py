@@ -28,8 +28,9 @@ from .throttle import refusal_of
 
 _log = logging.getLogger("otel_tooleval.serve")   # one logger for the whole service
 
-MISSING_UVICORN = ("the OTLP/HTTP receiver needs uvicorn: pip install 'otel-tooleval[serve]', "
-                   "or pass --http off")
+# The package is installed from a clone (it is not on PyPI): the hint is what works there.
+MISSING_UVICORN = ("the OTLP/HTTP receiver needs uvicorn: pip install -e '.[serve]' in the "
+                   "otel-tooleval clone (or pip install 'uvicorn>=0.30,<1'), or pass --http off")
 _MAX_HEADER_BYTES = 64 * 1024   # request line and headers together
 _HEALTH_PATHS = ("/healthz", "/readyz", "/")
 _GRPC_CODES = {400: 3, 401: 16, 411: 3, 413: 8, 429: 8, 503: 14}   # google.rpc.Code of an HTTP answer

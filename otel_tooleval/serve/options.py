@@ -22,8 +22,11 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
                       decision_wait: float, **extra: Any) -> ServeOptions:
     """ServeOptions from CLI values; the forward target defaults to the OTLP env variables.
 
+    With neither ``forward`` nor ``OTEL_EXPORTER_OTLP_ENDPOINT`` the target is ``none``: a
+    first try grades and logs its verdicts, and the start line says it forwards nowhere.
+
     Raises:
-        ValueError: no forward target, or an unknown protocol (message names the flag).
+        ValueError: an unknown protocol or a bad value (message names the flag).
     """
     if forward_protocol is None:
         protocol = otlp_traces_protocol(strict=True)   # the message names the variable
@@ -31,10 +34,7 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
         protocol = "grpc" if forward_protocol == "grpc" else "http/protobuf"
     else:
         raise ValueError(f"--forward-protocol: {forward_protocol!r} is not grpc or http/protobuf")
-    target = forward or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
-    if not target:
-        raise ValueError("--forward: no next hop; pass --forward URL (or 'none' to discard) "
-                         "or set OTEL_EXPORTER_OTLP_ENDPOINT")
+    target = forward or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or "none"
     if decision_wait < 0:
         raise ValueError("--decision-wait: must not be negative")
     for name in ("read_timeout", "idle_timeout"):

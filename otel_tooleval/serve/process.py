@@ -49,6 +49,14 @@ def raise_file_limit(max_connections: int) -> str | None:
             "`ulimit -n` or systemd's LimitNOFILE=, or lower --max-connections)")
 
 
+def forwarding(options: ServeOptions) -> str:
+    """Where the start line says the traces go: the next hop and its protocol, or nowhere."""
+    if options.forward == "none":
+        return ("forwarding nowhere: verdicts are only logged here (--forward URL or "
+                "OTEL_EXPORTER_OTLP_ENDPOINT sends the traces and their verdicts on)")
+    return f"forwarding to {options.forward} ({options.forward_protocol})"
+
+
 def run(options: ServeOptions) -> int:
     """Serve until SIGTERM or SIGINT, then drain; SIGHUP reloads the bearer tokens and the TLS
     files. Exit status: 0 when everything accepted was forwarded, 1 when the shutdown timeout
@@ -86,7 +94,7 @@ def run(options: ServeOptions) -> int:
              if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
              f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]
     print(f"otel-tooleval serve: listening for {', '.join(w for w in where if w)}; "
-          f"forwarding to {options.forward} ({options.forward_protocol}); "
+          f"{forwarding(options)}; "
           f"decision wait {options.decision_wait:g} s", file=sys.stderr, flush=True)
     while not asked["stop"]:
         time.sleep(_POLL_SECONDS)
@@ -101,8 +109,10 @@ def run(options: ServeOptions) -> int:
     stats = server.stats()
     # One write, line break included: a telemetry exporter given up on at the deadline may
     # still log from its daemon thread, and must not land inside this line.
-    print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted, "
-          f"{stats.get('forwarded_spans', 0)} forwarded, {stats.get('runs_graded', 0)} runs graded"
+    print(f"otel-tooleval serve: stopped; {stats.get('accepted_spans', 0)} spans accepted,"
+          + (" none forwarded (no next hop)," if options.forward == "none"
+             else f" {stats.get('forwarded_spans', 0)} forwarded,")
+          + f" {stats.get('runs_graded', 0)} runs graded"
           + (f", {stats['sessions_graded']} sessions graded" if "sessions_graded" in stats else "")
           + ("" if ok else "; NOT everything was delivered before the shutdown timeout: "
              + ("; ".join(server.undelivered()) or "see /healthz's counters")) + "\n",
