@@ -449,15 +449,15 @@ def _build_located(entry: Mapping[str, Any], name: str, include_values: bool
 
 
 def _readable(problem: Problem) -> Problem:
-    """Messages for this family's shapes; pydantic locates a bad dict key as ``<key>.[key]``."""
+    """Messages for this family's shapes; a bad dict key (``Problem.key``) is an unknown
+    target or operator."""
     loc = problem.loc
     if loc and loc[-1] == "members" and problem.message.startswith("List should have at least"):
         return Problem(loc, "a class needs at least one member")
     if len(loc) >= 3 and loc[-3] == "expect" and problem.message.startswith("Input should be a"):
         return Problem(loc, "must be a matcher such as {'>=': 80}")
-    if not loc or loc[-1] != "[key]":
+    if not loc or not problem.key:
         return problem
-    loc = loc[:-1]
     if len(loc) >= 3 and loc[-3] == "expect":
         return Problem(loc, f"unknown target; use one of {', '.join(TARGETS)}")
     return Problem(loc, f"unknown operator; use one of {', '.join(OPS)}")

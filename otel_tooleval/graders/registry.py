@@ -9,7 +9,7 @@ import difflib
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -41,6 +41,9 @@ class Problem:
 
     loc: Loc
     message: str
+    #: The problem is a mapping's key itself (pydantic's ``[key]``, dropped from ``loc``): a
+    #: family may word it as an unknown name (function_sets' targets and operators).
+    key: bool = field(default=False, compare=False)
 
     def render(self) -> str:
         return f"{format_loc(self.loc)}: {self.message}" if self.loc else self.message
@@ -230,6 +233,7 @@ def problems_from_validation(err: ValidationError, prefix: Loc = (),
     problems = []
     for e in err.errors(include_url=False):
         # pydantic marks a dict key's own error with "[key]" after the key: the key names it.
+        key = "[key]" in e["loc"]
         loc = tuple(p for p in e["loc"] if not (isinstance(p, str) and (
             p.startswith("function-") or p == "[key]")))
         message = _MESSAGES.get(e["type"], e["msg"])
@@ -241,7 +245,7 @@ def problems_from_validation(err: ValidationError, prefix: Loc = (),
                 message += did_you_mean(str(loc[-1]), _keys_at(model, loc[:-1]))
         if e["type"] == "value_error" and message.startswith("Value error, "):
             message = message[len("Value error, "):]
-        problems.append(Problem(prefix + loc, message))
+        problems.append(Problem(prefix + loc, message, key))
     return problems
 
 
