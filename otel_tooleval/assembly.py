@@ -52,6 +52,8 @@ class TraceState:
         "graded",
         "guard",
         "had_runs",
+        "held",
+        "marks",
         "models",
         "open",
         "open_roots",
@@ -83,6 +85,10 @@ class TraceState:
         self.run_roots: set[int] = set()       # framework spans to grade as runs when they end
         self.closed = False
         self.guard: Any = None                 # live_guard.GuardTrace, with a guard: section
+        self.held: list[Any] = []              # ended tool spans waiting for their run's
+                                               # verdict (violation marks), to forward then
+        self.marks: dict[int, list[str]] | None = None   # span id -> graders, from runs
+                                               # graded before the one that forwards the span
 
 
 @dataclass(slots=True)
@@ -93,6 +99,7 @@ class RunJob:
     root: Any                     # the ended ReadableSpan of the run root
     outermost: bool = True        # its records may be released once graded
     claimed: bool = False         # its root was forwarded (graded or not): never twice
+    held: list[Any] | None = None  # its held tool spans, taken for grading (violation marks)
 
 
 # A local root that ended: ``(trace state, span)``. Whether it is a run is decided on the
@@ -107,7 +114,8 @@ class TraceBuffers:
 
     def __init__(self, policy: RunPolicy, limits: LimitsConfig,
                  on_drop: Callable[[str, int], None] | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, hold_tools: bool = False,
+                 on_retire: Callable[[TraceState], None] | None = None) -> None:
         self.policy = policy
         self.limits = limits
         self._on_drop = on_drop
@@ -122,6 +130,11 @@ class TraceBuffers:
         self._named_agents = bool(policy.agent_span_names) or policy.root_pattern is not None
         self._tombstone_s = limits.tombstone_seconds
         self._max_open = limits.max_open_runs
+        # Tool spans wait in ``TraceState.held`` for their run's verdict (violation marks);
+        # a trace given up on (evicted, past its TTL, cleared) that holds some is handed to
+        # ``on_retire``, outside the lock, to forward them.
+        self.hold_tools = hold_tools
+        self._on_retire = on_retire
         self.counts: Counter[str] = Counter()
 
     # -- bookkeeping -------------------------------------------------------------------------
@@ -169,6 +182,11 @@ class TraceBuffers:
     def _evicted(self, state: TraceState, reason: str) -> None:
         state.closed = True
         self._drop(reason)
+        self._retire(state)
+
+    def _retire(self, state: TraceState) -> None:
+        if state.held and self._on_retire is not None:
+            self._on_retire(state)
 
     def _close(self, state: TraceState) -> None:
         """Forget a trace whose last local root ended, leaving a tombstone for late spans.
@@ -209,9 +227,12 @@ class TraceBuffers:
                 del self._tombstones[tid]
             if expired:   # counted with the removal, in one metric update, so a reader of
                 self._drop("ttl", len(expired))   # stats() never sees one without the other
+        for state in expired:
+            self._retire(state)
 
-    def clear(self, reason: str) -> None:
-        """Forget every open trace (shutdown), counting each as dropped."""
+    def clear(self, reason: str) -> list[TraceState]:
+        """Forget every open trace (shutdown), counting each as dropped; the traces forgotten
+        (their held tool spans are the caller's to forward, once queued runs are graded)."""
         with self._lock:
             states = list(self._traces.values())
             self._traces.clear()
@@ -220,6 +241,7 @@ class TraceBuffers:
             if not state.closed:   # a closed one's root is queued: counted where it is handled
                 state.closed = True
                 self._drop(reason)
+        return states
 
     def reset_after_fork(self) -> None:
         """Start empty in a forked child (the hooks hold ``_traces``: rebuild them after)."""
@@ -442,6 +464,25 @@ class TraceBuffers:
             done = state.done
             while len(done) > _RUNS_REMEMBERED:
                 del done[next(iter(done))]
+
+
+    def take_held(self, held: list[Any], ids: Container[int] | None = None) -> list[Any]:
+        """Take the held tool spans of a trace (``TraceState.held``) whose span ids are in
+        ``ids`` (None: all of them), in the order they ended. The application thread may
+        append meanwhile: its appends land past the first n items, which one slice
+        assignment replaces atomically; two takers never take the same span (the lock)."""
+        if not held:
+            return []
+        with self._lock:
+            n = len(held)
+            if ids is None:
+                mine = held[:n]
+                del held[:n]
+            else:
+                mine = [s for s in held[:n] if _sid(s) in ids]
+                if mine:
+                    held[:n] = [s for s in held[:n] if _sid(s) not in ids]
+        return mine
 
 
 def _descends_from(parents: Mapping[int, int], root_id: int) -> Callable[[int], bool]:

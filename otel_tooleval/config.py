@@ -178,7 +178,8 @@ class EmitConfig(BaseModel):
     include_values: bool = False
     violation_marks: bool = Field(
         default=True,
-        description="ToolEvalSpanExporter and serve hold tool spans until their run is graded, "
+        description="ToolEvalSpanProcessor, ToolEvalSpanExporter and serve hold tool spans "
+                    "until their run is graded, "
                     "so that the calls a failing grader lists under details.violations carry "
                     "tooleval.violation and tooleval.violation.graders; false forwards tool "
                     "spans at once, unmarked")

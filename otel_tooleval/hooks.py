@@ -78,6 +78,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     forward_end = _end_forwarder(downstream)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
+    hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
@@ -117,6 +118,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         # tests is in the order of what most spans need (docs/performance-log.md: in the agent
         # loop the hooks cost what the bytecodes they execute cost).
         out = span   # what is forwarded: the guard may put a marked copy of a tool span here
+        held = None  # with violation marks, the list a tool span waits in for its verdict
         try:
             ctx = span._context
             sid = ctx[1]
@@ -164,8 +166,14 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                             if value.__class__ is str:
                                 size += len(value)
                         state.bytes += size
-                        kept.append(span if state.bytes <= max_bytes
-                                    else buffers._stripped(state, span, attrs, size, kind))
+                        if state.bytes <= max_bytes:
+                            kept.append(span)
+                            if hold and kind & TOOL:
+                                # Held for the verdict, unless it is a root of its own (a
+                                # local root or run root: the grading thread forwards those).
+                                held = state.held
+                        else:   # past the byte budget: its values are not kept, nor is it
+                            kept.append(buffers._stripped(state, span, attrs, size, kind))
                     if guard_end is not None and kind & TOOL:
                         # A span checked whole at its start (most are) needs nothing more.
                         checked = state.guard
@@ -193,6 +201,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     job = buffers._decide(state, span, sid)
                     if job is not None and hand_over(job):
                         return   # held: the grading thread forwards it, with its verdicts
+                elif held is not None:
+                    held.append(out)   # forwarded with its run's verdict, marked if it broke
+                    return             # a rule (the grading thread)
         except Exception:
             report("on_end")
         if forward_end is not None:

@@ -1,9 +1,14 @@
 """``ToolEvalSpanProcessor``: live grading inside the instrumented agent.
 
 It wraps the exporting processor. Non-root spans pass straight through; a run root is held,
-graded on the grading thread, and forwarded as a copy that carries the verdicts. The
-application never sees an exception from here, never waits on a grader, and memory stays
-within the configured limits (every drop is counted in ``tooleval.runs.dropped``).
+graded on the grading thread, and forwarded as a copy that carries the verdicts. With
+violation marks (``emit.violation_marks``, on by default, when a configured grader can list
+violations) the tool spans of a run are held too, by one list append on the application
+thread, and forwarded by the grading thread just before their run's root: those a failing
+grader lists under ``details.violations`` as copies carrying ``tooleval.violation`` and
+``tooleval.violation.graders`` (docs/violations.md). The application never sees an exception
+from here, never waits on a grader, and memory stays within the configured limits (every drop
+is counted in ``tooleval.runs.dropped``).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ import threading
 import time
 import weakref
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from opentelemetry.context import Context
@@ -36,6 +41,7 @@ from .registration import NO_SPANS, first_span_warnings, warn
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
 from .trajectory import run_from
+from .violations import flagged_spans, mark_attributes, names_calls
 from .worker import Verdict
 
 __all__ = ["ToolEvalSpanProcessor"]
@@ -79,7 +85,14 @@ class ToolEvalSpanProcessor(SpanProcessor):
         emit = self.config.emit
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
-        self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop)
+        # Violation marks: tool spans wait for their run's verdict (TraceState.held).
+        self._hold = emit.violation_marks and names_calls(
+            entry.grader for entry in self.config.graders)
+        # Held lists of finished traces, looked at once more at the next sweep: a tool span
+        # whose end raced its trace's end may have been appended after they were emptied.
+        self._recheck: deque[list[Any]] = deque()
+        self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop,
+                                     hold_tools=self._hold, on_retire=self._retire)
         self._guard = self._live_guard(on_violation)
         self._sessions: LiveSessions | None = None
         if self.config.session_graders:
@@ -259,6 +272,8 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if job is not None:
             self._buffers.counts["dropped.queue_full"] += 1
             self._count_drop("queue_full", 1)
+        if self._hold and item.__class__ is tuple and item[0].closed:
+            self._retire(item[0])   # its trace is done: its held tool spans go on unmarked
         return False
 
     # -- grading thread ----------------------------------------------------------------------
@@ -334,6 +349,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         job = self._decide(ended)
         if job is None:
             self._forward(ended[1])
+            self._finish_trace(ended[0])
         return job
 
     def _decide(self, ended: EndedRoot) -> RunJob | None:
@@ -361,22 +377,122 @@ class ToolEvalSpanProcessor(SpanProcessor):
             return None
         if job is None:
             self._forward(ended[1])
+            self._finish_trace(ended[0])
         return job
 
-    def _forward_root(self, job: RunJob, span: ReadableSpan) -> bool:
-        """Forward a run's root (its copy, or itself ungraded) unless that already happened."""
+    def _forward_root(self, job: RunJob, span: ReadableSpan,
+                      results: Sequence[GradeResult] = ()) -> bool:
+        """Forward a run's root (its copy, or itself ungraded) unless that already happened;
+        with violation marks, its held tool spans first, marked from ``results``."""
         with self._claim_lock:
             if job.claimed:
                 return False
             job.claimed = True
+        if self._hold:
+            self._forward_held(job, results)
         self._forward(span)
+        if self._hold:
+            root = job.root
+            if root.parent is None or root.parent.is_remote:
+                self._finish_trace(job.trace)
         return True
+
+    # -- violation marks (grading thread) ------------------------------------------------------
+
+    def _take_held(self, job: RunJob, tools: list[SpanRecord]) -> None:
+        """Take the held tool spans of a run about to be graded (an outermost run's: a nested
+        run's calls are its outer run's too, forwarded with that one)."""
+        if self._hold and job.outermost:
+            job.held = self._buffers.take_held(job.trace.held, {t.span_id for t in tools})
+
+    def _forward_held(self, job: RunJob, results: Sequence[GradeResult]) -> None:
+        """Forward a run's held tool spans, each one a failing result lists as a marked copy.
+        A nested run's marks wait on its trace for the outer run that forwards its calls."""
+        try:
+            state = job.trace
+            flagged = flagged_spans(results) if results else {}
+            if not job.outermost:
+                if flagged:
+                    marks = state.marks if state.marks is not None else {}
+                    for sid, graders in flagged.items():
+                        known = marks.setdefault(sid, [])
+                        known += [g for g in graders if g not in known]
+                    state.marks = marks
+                return
+            if state.marks:
+                for sid, graders in state.marks.items():
+                    known = flagged.setdefault(sid, [])
+                    known[:0] = [g for g in graders if g not in known]
+            held, job.held = job.held, None
+        except Exception:
+            self._report("violation marks")
+            held, job.held = job.held, None
+            flagged = {}
+        if held:
+            self._forward_spans(held, flagged)
+
+    def _forward_spans(self, spans: list[Any], flagged: dict[int, list[str]]) -> None:
+        marked = 0
+        for span in spans:
+            graders = flagged.get(span.context.span_id) if flagged else None
+            if graders:
+                try:
+                    span = copy_with(span, mark_attributes(graders), ())
+                    marked += 1
+                except Exception:
+                    self._report("violation marks")
+            self._forward(span)
+        if marked:
+            self.graded["marked_spans"] += marked
+
+    def _finish_trace(self, state: Any) -> None:
+        """A trace whose last local root was forwarded: its held tool spans that no run took
+        go on now (marked where a nested run's grader listed them)."""
+        if self._hold and state.closed:
+            self._flush_held(state.held, state.marks)
+
+    def _retire(self, state: Any) -> None:
+        """A trace given up on (evicted, past its TTL, cleared at shutdown, or its root
+        forwarded ungraded for a full queue): its held tool spans go on now, unmarked, on the
+        thread that gave it up (the application's, for an eviction: the calls into the
+        downstream it would have made as the spans ended, without violation marks)."""
+        self._flush_held(state.held, None)
+        if self._worker is None and not self._shutdown:   # to look at the lists again
+            try:
+                self._ensure_worker()
+            except RuntimeError:
+                self._report("grading thread start")
+
+    def _flush_held(self, held: list[Any], marks: dict[int, list[str]] | None) -> None:
+        try:
+            spans = self._buffers.take_held(held)
+            self._recheck.append(held)
+            if spans:
+                self._forward_spans(spans, marks or {})
+        except Exception:
+            self._report("violation marks")
+
+    def _flush_retired(self) -> None:
+        """Forward what was appended to finished traces' held lists since they were emptied
+        (a span whose end raced its trace's end), unmarked."""
+        recheck = self._recheck
+        for _ in range(len(recheck)):
+            try:
+                held = recheck.popleft()
+            except IndexError:
+                break
+            if held:
+                try:
+                    self._forward_spans(self._buffers.take_held(held), {})
+                except Exception:
+                    self._report("violation marks")
 
     def _sweep(self) -> None:
         try:
             self._buffers.sweep()
         except Exception:
             self._report("sweep")
+        self._flush_retired()
         if self._sessions is not None:
             try:
                 self._sessions.sweep()
@@ -444,6 +560,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
             root = job.root
             record = record_from_span(root)
             run = self._session_run(root, record, tools, models, dropped)
+            self._take_held(job, tools)
             offload = self._offload
             if offload is not None and offload.available() and offload.submit(
                     job, record, tools, models, dropped):
@@ -466,7 +583,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
         if report is None:
             self._forward_root(job, root)
             return
-        if self._forward_root(job, self._annotated(root, report)):
+        if self._forward_root(job, self._annotated(root, report), report.results):
             self._count_graded(report.passed)
             self._emit(report, root)
 
@@ -499,12 +616,12 @@ class ToolEvalSpanProcessor(SpanProcessor):
             end = root.end_time or time.time_ns()
             span = copy_with(root, attributes or {},
                              [(name, attrs, end) for name, attrs in events or ()])
-        if not self._forward_root(job, span):
+        graded = tuple(GradeResult(*r) for r in results)
+        if not self._forward_root(job, span, graded):
             return
         self._count_graded(passed)
         if self._logs is None and self._metrics is None and self._on_report is None:
             return
-        graded = tuple(GradeResult(*r) for r in results)
         verdicts: Verdicts
         if self._on_report is not None:   # the callback gets the whole run: built here
             run = run_from(entry.root, entry.tools, entry.models, self.config.policy,
@@ -576,6 +693,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
                 # proves nothing.
                 self._submit_marker(_EndSessions(None, "flush"))
             drained = self._drain(deadline)
+            self._flush_retired()
         except Exception:
             self._report("force_flush")
             drained = False
@@ -603,7 +721,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
             self._guard.close()
         ok = False
         try:
-            self._buffers.clear("shutdown")
+            cleared = self._buffers.clear("shutdown")
             if self._sessions is not None and self._worker is not None:
                 self._queue.append(_EndSessions(None, "shutdown"))
             ok = self._drain(deadline)
@@ -621,6 +739,10 @@ class ToolEvalSpanProcessor(SpanProcessor):
                     self._worker.join(max(deadline - time.monotonic(), 0.0))
             if self._offload is not None:
                 ok = self._offload.close(deadline) and ok
+            if self._hold:   # what no graded run took, unmarked; and stragglers
+                for state in cleared:
+                    self._retire(state)
+                self._flush_retired()
         except Exception:
             self._report("shutdown")
         downstream = self.downstream
@@ -671,6 +793,7 @@ class ToolEvalSpanProcessor(SpanProcessor):
             # An ended local root the grading thread is still deciding on: forwarded as it
             # is; the grading thread counts it when it turns out to be a run.
             self._forward(current[1])
+            self._finish_trace(current[0])
         else:
             pending.append(current)
         if self._offload is not None:   # sent to the grading process, not answered yet

@@ -14,7 +14,8 @@ words and tool names only, never argument or result values. Custom graders may a
 The offending calls of a run are those listed by the results that did *not* pass: a grader
 that passed despite a listed call (a threshold below 1) tolerated it. Those calls carry
 ``tooleval.violation=true`` and ``tooleval.violation.graders`` wherever their spans are still in
-hand before export (``ToolEvalSpanExporter``, ``serve``), and are marked in ``grade``'s outputs.
+hand before export (``ToolEvalSpanProcessor``, ``ToolEvalSpanExporter`` and ``serve`` hold them
+for their run's verdict), and are marked in ``grade``'s outputs.
 """
 
 from __future__ import annotations

@@ -130,21 +130,31 @@ def verdict_of(report: Any, emit: Any, full: bool = False) -> Verdict | None:
         return None
     run = report.run
     end = run.end_ns or 0
+    marks = emit.violation_marks
     return (
         root_attributes(report) if emit.root_attributes else None,
         [(name, attrs) for name, attrs, _ in span_events(report, end)] if emit.span_events
         else None,
         run.agent,
         [(r.name, r.type, r.score, r.passed, r.label, r.explanation,
-          r.details if full else _metric_details(r.details), r.error)
+          r.details if full else _metric_details(r.details, marks and not r.passed), r.error)
          for r in report.results],
         report.passed,
     )
 
 
-def _metric_details(details: Any) -> Any:
-    counts = details.get("tool_selection_counts") if details else None
-    return {"tool_selection_counts": counts} if counts is not None else {}
+def _metric_details(details: Any, violations: bool = False) -> Any:
+    """What the parent reads of a result's details: the counts the metrics record and, for a
+    failing result with violation marks on, the calls it lists (``details.violations``)."""
+    if not details:
+        return {}
+    out: dict[str, Any] = {}
+    counts = details.get("tool_selection_counts")
+    if counts is not None:
+        out["tool_selection_counts"] = counts
+    if violations and "violations" in details:
+        out["violations"] = details["violations"]
+    return out
 
 
 def grade_job(job: Sequence[Any], config: Any) -> Any:

@@ -140,6 +140,21 @@ def test_bench_overhead_thread(capfd: pytest.CaptureFixture[str],
     _check_overhead(fig, "thread", [1, 5], _rows("overhead", bench, fig, argv, capfd))
 
 
+def test_bench_overhead_without_violation_marks(capfd: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--no-violation-marks``: the tool spans are not held, every span still exported once."""
+    bench = _bench("overhead")
+    fig, _, _ = _run(bench, ["--calls", "3", *OVERHEAD_TINY, "--no-violation-marks"],
+                     capfd, monkeypatch)
+    (size,) = fig["sizes"]
+    assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+    from bench_overhead import build_sides, graders_config
+    _, side, _ = build_sides(graders_config("all"), None, False)
+    assert side.processor is not None and not side.processor._hold
+    _, side, _ = build_sides(graders_config("all"))
+    assert side.processor is not None and side.processor._hold
+
+
 def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _bench("overhead-process")

@@ -5,7 +5,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
     python tests/bench/bench_overhead.py [--calls 10,50,500] [--pairs 9] [--spans 12000]
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
                                          [--grading thread|process] [--graders all|one|none]
-                                         [--opcodes]
+                                         [--no-violation-marks] [--opcodes]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -293,7 +293,8 @@ class ReportTally:
         return graded - self.failed
 
 
-def build_sides(config: Any, grading: str | None = None) -> tuple[Side, Side, ReportTally]:
+def build_sides(config: Any, grading: str | None = None, marks: bool | None = None
+                ) -> tuple[Side, Side, ReportTally]:
     reports = ReportTally()
 
     bare_exporter = DropExporter()
@@ -305,6 +306,9 @@ def build_sides(config: Any, grading: str | None = None) -> tuple[Side, Side, Re
     if grading is not None and loaded.document is not None:
         loaded = config_from_mapping({**loaded.document, "grading": {"mode": grading}},
                                      allow_no_graders=True)
+    if marks is not None and loaded.document is not None:
+        emit = {**(loaded.document.get("emit") or {}), "violation_marks": marks}
+        loaded = config_from_mapping({**loaded.document, "emit": emit}, allow_no_graders=True)
     processor = ToolEvalSpanProcessor(loaded, downstream=BatchSpanProcessor(tool_exporter))
     reports.processor = processor
     tooleval = TracerProvider()
@@ -574,6 +578,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                         help="disable the cyclic GC in the timed sections")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
                         help="grading.mode of the tooleval side (default: the config's)")
+    parser.add_argument("--no-violation-marks", action="store_true",
+                        help="emit.violation_marks: false (tool spans forwarded as they end, "
+                             "not held for their run's verdict)")
     parser.add_argument("--opcodes", action="store_true",
                         help="count the bytecodes the application thread executes per span on "
                              "each side instead of timing")
@@ -588,7 +595,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         parser.error("--calls, --per-turn and --runs must be positive")
 
     config = opts.config if opts.config is not None else graders_config(opts.graders)
-    bare, tooleval, reports = build_sides(config, opts.grading)
+    bare, tooleval, reports = build_sides(config, opts.grading,
+                                          False if opts.no_violation_marks else None)
     tooleval.reports = reports
     both = (bare, tooleval)
     loaded = tooleval.processor.config if tooleval.processor else None
