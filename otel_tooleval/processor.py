@@ -37,11 +37,12 @@ from .hooks import forwarding_hooks, span_hooks
 from .live_guard import LiveGuard
 from .model import AgentRun, GradeResult, RunReport, SpanRecord, Verdicts
 from .offload import GradingProcess, InFlight
+from .processor_marks import ViolationMarks
 from .registration import NO_SPANS, first_span_warnings, warn
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
 from .trajectory import run_from
-from .violations import flagged_spans, mark_attributes, names_calls
+from .violations import names_calls
 from .worker import Verdict
 
 __all__ = ["ToolEvalSpanProcessor"]
@@ -53,7 +54,7 @@ _POLL_SECONDS = 0.05
 _TICK_SECONDS = 0.02
 
 
-class ToolEvalSpanProcessor(SpanProcessor):
+class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
     """Grades agent runs as their root spans end and forwards the verdicts with the trace.
 
     Args:
@@ -396,96 +397,6 @@ class ToolEvalSpanProcessor(SpanProcessor):
             if root.parent is None or root.parent.is_remote:
                 self._finish_trace(job.trace)
         return True
-
-    # -- violation marks (grading thread) ------------------------------------------------------
-
-    def _take_held(self, job: RunJob, tools: list[SpanRecord]) -> None:
-        """Take the held tool spans of a run about to be graded (an outermost run's: a nested
-        run's calls are its outer run's too, forwarded with that one)."""
-        if self._hold and job.outermost:
-            job.held = self._buffers.take_held(job.trace.held, {t.span_id for t in tools})
-
-    def _forward_held(self, job: RunJob, results: Sequence[GradeResult]) -> None:
-        """Forward a run's held tool spans, each one a failing result lists as a marked copy.
-        A nested run's marks wait on its trace for the outer run that forwards its calls."""
-        try:
-            state = job.trace
-            flagged = flagged_spans(results) if results else {}
-            if not job.outermost:
-                if flagged:
-                    marks = state.marks if state.marks is not None else {}
-                    for sid, graders in flagged.items():
-                        known = marks.setdefault(sid, [])
-                        known += [g for g in graders if g not in known]
-                    state.marks = marks
-                return
-            if state.marks:
-                for sid, graders in state.marks.items():
-                    known = flagged.setdefault(sid, [])
-                    known[:0] = [g for g in graders if g not in known]
-            held, job.held = job.held, None
-        except Exception:
-            self._report("violation marks")
-            held, job.held = job.held, None
-            flagged = {}
-        if held:
-            self._forward_spans(held, flagged)
-
-    def _forward_spans(self, spans: list[Any], flagged: dict[int, list[str]]) -> None:
-        marked = 0
-        for span in spans:
-            graders = flagged.get(span.context.span_id) if flagged else None
-            if graders:
-                try:
-                    span = copy_with(span, mark_attributes(graders), ())
-                    marked += 1
-                except Exception:
-                    self._report("violation marks")
-            self._forward(span)
-        if marked:
-            self.graded["marked_spans"] += marked
-
-    def _finish_trace(self, state: Any) -> None:
-        """A trace whose last local root was forwarded: its held tool spans that no run took
-        go on now (marked where a nested run's grader listed them)."""
-        if self._hold and state.closed:
-            self._flush_held(state.held, state.marks)
-
-    def _retire(self, state: Any) -> None:
-        """A trace given up on (evicted, past its TTL, cleared at shutdown, or its root
-        forwarded ungraded for a full queue): its held tool spans go on now, unmarked, on the
-        thread that gave it up (the application's, for an eviction: the calls into the
-        downstream it would have made as the spans ended, without violation marks)."""
-        self._flush_held(state.held, None)
-        if self._worker is None and not self._shutdown:   # to look at the lists again
-            try:
-                self._ensure_worker()
-            except RuntimeError:
-                self._report("grading thread start")
-
-    def _flush_held(self, held: list[Any], marks: dict[int, list[str]] | None) -> None:
-        try:
-            spans = self._buffers.take_held(held)
-            self._recheck.append(held)
-            if spans:
-                self._forward_spans(spans, marks or {})
-        except Exception:
-            self._report("violation marks")
-
-    def _flush_retired(self) -> None:
-        """Forward what was appended to finished traces' held lists since they were emptied
-        (a span whose end raced its trace's end), unmarked."""
-        recheck = self._recheck
-        for _ in range(len(recheck)):
-            try:
-                held = recheck.popleft()
-            except IndexError:
-                break
-            if held:
-                try:
-                    self._forward_spans(self._buffers.take_held(held), {})
-                except Exception:
-                    self._report("violation marks")
 
     def _sweep(self) -> None:
         try:

@@ -204,7 +204,8 @@ def test_guard_and_grader_marks_on_one_span() -> None:
         (deleted,) = [s for s in p.spans() if s.name == "execute_tool delete_file"]
         attrs = deleted.attributes or {}
         assert attrs["tooleval.guard.violation"] is True
-        assert attrs["tooleval.violation.graders"] == ("no-delete", "just-search")
+        # the guard's own result names the call too (a guard violation fails its run)
+        assert attrs["tooleval.violation.graders"] == ("no-delete", "just-search", "guard")
     finally:
         p.close()
 
