@@ -295,6 +295,40 @@ def _inspect(args: argparse.Namespace) -> int:
     return 0
 
 
+def _diff(args: argparse.Namespace) -> int:
+    from .diff import DiffInputError, diff_files
+    from .outputs.diff_report import RENDERERS
+
+    try:
+        report = diff_files(args.baseline, args.candidate, threshold=args.threshold,
+                            fail_on=args.fail_on)
+    except DiffInputError as exc:
+        print(f"otel-tooleval diff: {exc}", file=sys.stderr)
+        return 2
+    text = RENDERERS[args.format](report)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            print(f"otel-tooleval diff: cannot write {args.output}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 1 if report.failed else 0
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return value
+
+
 def _schema(args: argparse.Namespace) -> int:
     from .schema import config_schema
 
@@ -581,6 +615,28 @@ def _parser() -> argparse.ArgumentParser:
     verbosity.add_argument("--quiet", "-q", action="store_true",
                            help="no line per graded run (--log-level warning)")
     serve.set_defaults(func=_serve)
+    diff = sub.add_parser(
+        "diff", help="per-case regressions between two grade --format json files",
+        description="Compare two grade --format json documents, a baseline and a candidate: "
+                    "cases paired by id (documents without cases: runs by agent and first "
+                    "user message), each grader's score before and after, regressed, improved "
+                    "or same. Exit 0 when no case regressed, 1 when one did (--fail-on mean: "
+                    "when the mean delta fell), 2 when a file is not a grade JSON document. "
+                    "See docs/diff.md.")
+    diff.add_argument("baseline", metavar="BASELINE", help="grade --format json of the baseline")
+    diff.add_argument("candidate", metavar="CANDIDATE",
+                      help="grade --format json of the candidate")
+    diff.add_argument("--threshold", type=_threshold, default=0.0, metavar="T",
+                      help="a score must fall by more than T to regress (and rise by more "
+                           "than T to improve); default 0: any drop")
+    diff.add_argument("--fail-on", choices=["case", "mean"], default="case",
+                      help="exit 1 on any regressed case (default), or on a mean delta "
+                           "below -T")
+    diff.add_argument("--format", "-f", choices=["table", "json", "markdown", "junit"],
+                      default="table",
+                      help="table (default), json, markdown (a pull-request comment), junit")
+    diff.add_argument("--output", "-o", help="write the report here instead of stdout")
+    diff.set_defaults(func=_diff)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",
         description="Print the JSON Schema of the config file. Save it and point your editor at "
