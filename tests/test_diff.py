@@ -270,3 +270,13 @@ def test_diff_files_is_the_python_entry() -> None:
     report = diff_files(BASE, CAND, threshold=0.0)
     assert [c.id for c in report.regressed] == ["book-lisbon", "refund-order"]
     assert report.mean_delta() == pytest.approx(-0.075)
+
+
+def test_the_table_shown_in_docs_is_what_diff_prints(capsys: pytest.CaptureFixture[str]) -> None:
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "diff.md").read_text(encoding="utf-8")
+    shown = doc.split("otel-tooleval diff baseline.json -> candidate.json\n", 1)[1]
+    shown = shown.split("  ```", 1)[0]
+    _, out, _ = run_cli(capsys, BASE, CAND)
+    printed = out.split("\n", 1)[1]
+    assert [line.strip() for line in shown.splitlines()] == [
+        line.strip() for line in printed.splitlines()]
