@@ -21,6 +21,7 @@ from .readers.problems import InputProblem
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 if TYPE_CHECKING:
+    from .baseline import BaselineGate
     from .outputs.stream import ReportWriter
     from .sessions.model import SessionReport
 
@@ -106,6 +107,9 @@ def _grade(args: argparse.Namespace) -> int:
     if args.include_calls and args.format != "json":
         print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
         return 2
+    if args.update_baseline and not args.baseline:
+        print("otel-tooleval: --update-baseline needs --baseline FILE", file=sys.stderr)
+        return 2
     config = _load_config(args.config, args.files)
 
     shown: list[str] = []
@@ -117,6 +121,8 @@ def _grade(args: argparse.Namespace) -> int:
 
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
+    gate = _baseline_gate(args)
+    baseline_code = 0
     broken = _ConfigErrors()
     strict = args.strict_reading or config.runs.strict_reading
     misread: list[tuple[tuple[int, int, int], str]] = []
@@ -124,6 +130,8 @@ def _grade(args: argparse.Namespace) -> int:
     def graded(report: RunReport, key: tuple[int, int, int]) -> None:
         # Each run is rendered (and spooled) now and dropped: memory stays flat in the runs.
         writer.add(report, key)
+        if gate is not None:
+            gate.add(report, key)
         broken.add(report, key)
         if strict and not report.run.reading.agrees:
             run = report.run
@@ -142,6 +150,8 @@ def _grade(args: argparse.Namespace) -> int:
         lines.close()
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
+            if gate is not None:
+                gate.add_sessions(outcome.sessions)
             for session in outcome.sessions:
                 broken.add_session(session)
         if args.output:
@@ -154,8 +164,12 @@ def _grade(args: argparse.Namespace) -> int:
                 return 2
         else:
             writer.write(out_stream, outcome.aggregate, problems=shown)
+        if gate is not None:
+            baseline_code = gate.compare(outcome.aggregate, shown)
     finally:
         writer.close()
+        if gate is not None:
+            gate.close()
     usable = True
     if outcome.problems and not args.allow_input_problems:
         # Part of the input was not read: a gate must not pass on what it could not see.
@@ -190,7 +204,15 @@ def _grade(args: argparse.Namespace) -> int:
         usable = False
     if not usable:
         return 2
-    return 0 if aggregate_passed(outcome.aggregate) else 1
+    code = 0 if aggregate_passed(outcome.aggregate) else 1
+    return max(code, baseline_code, gate.save()) if gate is not None else code
+
+
+def _baseline_gate(args: argparse.Namespace) -> BaselineGate | None:
+    from .baseline import BaselineGate
+
+    return (BaselineGate(args.baseline, update=args.update_baseline) if args.baseline
+            else None)
 
 
 def _writer(args: argparse.Namespace, out_stream: TextIO) -> ReportWriter:
@@ -511,6 +533,14 @@ def _parser() -> argparse.ArgumentParser:
                             "runs.strict_reading")
     grade.add_argument("--include-calls", action="store_true",
                        help="with --format json: each run's tool calls too (docs/inspect.md)")
+    grade.add_argument("--baseline", metavar="FILE",
+                       help="also compare with this grade --format json file as "
+                            "'otel-tooleval diff' does (its table on stderr); exit 1 on a "
+                            "per-case regression, 2 when FILE is not a grade document "
+                            "(docs/diff.md)")
+    grade.add_argument("--update-baseline", action="store_true",
+                       help="with --baseline: write this run's grade JSON over FILE (created "
+                            "when missing; regressions are shown, not failed)")
     grade.set_defaults(func=_grade)
     inspect = sub.add_parser(
         "inspect", help="show the runs, calls and unused spans read from trace files",
