@@ -21,6 +21,7 @@ from .readers.problems import InputProblem
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
 
 if TYPE_CHECKING:
+    from .baseline import BaselineGate
     from .outputs.stream import ReportWriter
     from .sessions.model import SessionReport
 
@@ -106,6 +107,9 @@ def _grade(args: argparse.Namespace) -> int:
     if args.include_calls and args.format != "json":
         print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
         return 2
+    if args.update_baseline and not args.baseline:
+        print("otel-tooleval: --update-baseline needs --baseline FILE", file=sys.stderr)
+        return 2
     config = _load_config(args.config, args.files)
 
     shown: list[str] = []
@@ -117,6 +121,8 @@ def _grade(args: argparse.Namespace) -> int:
 
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
+    gate = _baseline_gate(args)
+    baseline_code = 0
     broken = _ConfigErrors()
     strict = args.strict_reading or config.runs.strict_reading
     misread: list[tuple[tuple[int, int, int], str]] = []
@@ -124,6 +130,8 @@ def _grade(args: argparse.Namespace) -> int:
     def graded(report: RunReport, key: tuple[int, int, int]) -> None:
         # Each run is rendered (and spooled) now and dropped: memory stays flat in the runs.
         writer.add(report, key)
+        if gate is not None:
+            gate.add(report, key)
         broken.add(report, key)
         if strict and not report.run.reading.agrees:
             run = report.run
@@ -142,6 +150,8 @@ def _grade(args: argparse.Namespace) -> int:
         lines.close()
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
+            if gate is not None:
+                gate.add_sessions(outcome.sessions)
             for session in outcome.sessions:
                 broken.add_session(session)
         if args.output:
@@ -154,8 +164,12 @@ def _grade(args: argparse.Namespace) -> int:
                 return 2
         else:
             writer.write(out_stream, outcome.aggregate, problems=shown)
+        if gate is not None:
+            baseline_code = gate.compare(outcome.aggregate, shown)
     finally:
         writer.close()
+        if gate is not None:
+            gate.close()
     usable = True
     if outcome.problems and not args.allow_input_problems:
         # Part of the input was not read: a gate must not pass on what it could not see.
@@ -190,7 +204,15 @@ def _grade(args: argparse.Namespace) -> int:
         usable = False
     if not usable:
         return 2
-    return 0 if aggregate_passed(outcome.aggregate) else 1
+    code = 0 if aggregate_passed(outcome.aggregate) else 1
+    return max(code, baseline_code, gate.save()) if gate is not None else code
+
+
+def _baseline_gate(args: argparse.Namespace) -> BaselineGate | None:
+    from .baseline import BaselineGate
+
+    return (BaselineGate(args.baseline, update=args.update_baseline) if args.baseline
+            else None)
 
 
 def _writer(args: argparse.Namespace, out_stream: TextIO) -> ReportWriter:
@@ -293,6 +315,40 @@ def _inspect(args: argparse.Namespace) -> int:
     render = render_inspect_json if args.format == "json" else render_inspect_table
     sys.stdout.write(render(found, shown))
     return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from .diff import DiffInputError, diff_files
+    from .outputs.diff_report import RENDERERS
+
+    try:
+        report = diff_files(args.baseline, args.candidate, threshold=args.threshold,
+                            fail_on=args.fail_on)
+    except DiffInputError as exc:
+        print(f"otel-tooleval diff: {exc}", file=sys.stderr)
+        return 2
+    text = RENDERERS[args.format](report)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            print(f"otel-tooleval diff: cannot write {args.output}: {exc.strerror or exc}",
+                  file=sys.stderr)
+            return 2
+    else:
+        sys.stdout.write(text)
+    return 1 if report.failed else 0
+
+
+def _threshold(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number >= 0")
+    return value
 
 
 def _schema(args: argparse.Namespace) -> int:
@@ -477,6 +533,14 @@ def _parser() -> argparse.ArgumentParser:
                             "runs.strict_reading")
     grade.add_argument("--include-calls", action="store_true",
                        help="with --format json: each run's tool calls too (docs/inspect.md)")
+    grade.add_argument("--baseline", metavar="FILE",
+                       help="also compare with this grade --format json file as "
+                            "'otel-tooleval diff' does (its table on stderr); exit 1 on a "
+                            "per-case regression, 2 when FILE is not a grade document "
+                            "(docs/diff.md)")
+    grade.add_argument("--update-baseline", action="store_true",
+                       help="with --baseline: write this run's grade JSON over FILE (created "
+                            "when missing; regressions are shown, not failed)")
     grade.set_defaults(func=_grade)
     inspect = sub.add_parser(
         "inspect", help="show the runs, calls and unused spans read from trace files",
@@ -581,6 +645,28 @@ def _parser() -> argparse.ArgumentParser:
     verbosity.add_argument("--quiet", "-q", action="store_true",
                            help="no line per graded run (--log-level warning)")
     serve.set_defaults(func=_serve)
+    diff = sub.add_parser(
+        "diff", help="per-case regressions between two grade --format json files",
+        description="Compare two grade --format json documents, a baseline and a candidate: "
+                    "cases paired by id (documents without cases: runs by agent and first "
+                    "user message), each grader's score before and after, regressed, improved "
+                    "or same. Exit 0 when no case regressed, 1 when one did (--fail-on mean: "
+                    "when the mean delta fell), 2 when a file is not a grade JSON document. "
+                    "See docs/diff.md.")
+    diff.add_argument("baseline", metavar="BASELINE", help="grade --format json of the baseline")
+    diff.add_argument("candidate", metavar="CANDIDATE",
+                      help="grade --format json of the candidate")
+    diff.add_argument("--threshold", type=_threshold, default=0.0, metavar="T",
+                      help="a score must fall by more than T to regress (and rise by more "
+                           "than T to improve); default 0: any drop")
+    diff.add_argument("--fail-on", choices=["case", "mean"], default="case",
+                      help="exit 1 on any regressed case (default), or on a mean delta "
+                           "below -T")
+    diff.add_argument("--format", "-f", choices=["table", "json", "markdown", "junit"],
+                      default="table",
+                      help="table (default), json, markdown (a pull-request comment), junit")
+    diff.add_argument("--output", "-o", help="write the report here instead of stdout")
+    diff.set_defaults(func=_diff)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",
         description="Print the JSON Schema of the config file. Save it and point your editor at "
