@@ -107,6 +107,10 @@ def _grade(args: argparse.Namespace) -> int:
         print("otel-tooleval: --include-calls needs --format json", file=sys.stderr)
         return 2
     config = _load_config(args.config, args.files)
+    if args.cases:
+        from .config import with_cases
+
+        config = with_cases(config, args.cases)
 
     shown: list[str] = []
     lines = _ProblemLines()
@@ -117,6 +121,8 @@ def _grade(args: argparse.Namespace) -> int:
 
     out_stream = sys.stdout
     writer = _writer(args, out_stream)
+    if config.cases is not None:
+        writer.expect_cases()
     broken = _ConfigErrors()
     strict = args.strict_reading or config.runs.strict_reading
     misread: list[tuple[tuple[int, int, int], str]] = []
@@ -140,6 +146,8 @@ def _grade(args: argparse.Namespace) -> int:
             print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
         lines.close()
+        if outcome.cases is not None:
+            writer.add_cases(outcome.cases)
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
             for session in outcome.sessions:
@@ -459,6 +467,9 @@ def _parser() -> argparse.ArgumentParser:
                             "junit (one testcase per run and grader, for CI), html (one "
                             "self-contained page)")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
+    grade.add_argument("--cases", metavar="FILE",
+                       help="eval cases (YAML, JSON or JSONL), added to the config's cases: "
+                            "each run graded by its case's expectations (docs/cases.md)")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
     _max_line_bytes(grade)
     grade.add_argument("--allow-input-problems", action="store_true",
