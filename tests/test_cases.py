@@ -211,3 +211,39 @@ def test_without_cases_the_document_is_unchanged(tmp_path: Path,
     doc = json.loads(capsys.readouterr().out)
     assert "cases" not in doc and "case" not in doc["runs"][0]
     assert "cases" not in doc["aggregate"]
+
+
+def test_junit_has_one_testsuite_per_case(tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import xml.etree.ElementTree as ET
+
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"graders": [TRAJECTORY], "cases": [
+        {"id": "weather", "match": {"first_user_message": ASKED}},
+        {"id": "booking", "match": {"first_user_message": "Book Lisbon"}}]}))
+    code = main(["grade", str(FRAMEWORKS / "pydantic_ai" / "traces.jsonl"), "-c", str(config),
+                 "-f", "junit"])
+    root = ET.fromstring(capsys.readouterr().out)
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert list(suites) == ["otel-tooleval", "case weather", "case booking"]
+    [graded] = suites["case weather"].iter("testcase")
+    assert (graded.get("name"), graded.get("classname")) == ("trajectory", "case weather")
+    assert graded.find("failure") is not None           # never_called was not called
+    [missing] = suites["case booking"].iter("testcase")
+    assert missing.get("name") == "missing"
+    assert missing.find("failure").get("type") == "missing"  # type: ignore[union-attr]
+    assert root.get("tests") == "3" and root.get("failures") == "3"
+    assert code == 1
+
+
+def test_the_table_lists_each_case(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(yaml.safe_dump({"graders": [TRAJECTORY], "cases": [
+        {"id": "weather", "match": {"first_user_message": ASKED},
+         "expect": {"trajectory": {"expected": [{"tool": "get_weather"}]}}},
+        {"id": "booking", "match": {"first_user_message": "Book Lisbon"}}]}))
+    main(["grade", str(FRAMEWORKS / "pydantic_ai" / "traces.jsonl"), "-c", str(config)])
+    out = capsys.readouterr().out
+    assert "case weather  PASS  runs=1  trajectory=1.00\n" in out
+    assert "case booking  MISSING  runs=0\n" in out
+    assert out.endswith("FAIL: 1 of 1 runs passed, 1 of 2 cases passed (1 missing).\n")
