@@ -247,3 +247,10 @@ def test_the_table_lists_each_case(tmp_path: Path, capsys: pytest.CaptureFixture
     assert "case weather  PASS  runs=1  trajectory=1.00\n" in out
     assert "case booking  MISSING  runs=0\n" in out
     assert out.endswith("FAIL: 1 of 1 runs passed, 1 of 2 cases passed (1 missing).\n")
+
+
+def test_the_cases_bench_runs_and_every_run_finds_its_case() -> None:
+    from tests.bench import bench_cases
+
+    result = bench_cases.main(["--runs", "40", "--repeat", "1"])
+    assert result["runs"] == 40     # its own asserts: all 40 pass with cases, one without
