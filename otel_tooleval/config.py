@@ -508,6 +508,8 @@ def _cases(data: list[Any], keyed: list[tuple[int | str, Any]],
         loc: tuple[str | int, ...] = ("cases", at[case.id])
         replaced: dict[str, ConfiguredGrader] = {}
         for name, params in case.expect.items():
+            if len(graders) != len(keyed):
+                break     # a shared entry is broken (reported): what it is called is unknown
             if name not in by_name or name not in entries:
                 known = ", ".join(sorted(by_name)) or "none"
                 problems.append(Problem((*loc, "expect", name), f"no configured grader named "

@@ -254,3 +254,11 @@ def test_the_cases_bench_runs_and_every_run_finds_its_case() -> None:
 
     result = bench_cases.main(["--runs", "40", "--repeat", "1"])
     assert result["runs"] == 40     # its own asserts: all 40 pass with cases, one without
+
+
+def test_a_broken_shared_grader_is_reported_once_not_as_unknown_to_its_cases() -> None:
+    with pytest.raises(ConfigError) as err:
+        load_config({"graders": [{**TRAJECTORY, "expected": []}],
+                     "cases": [{"id": "a", "expect": {"trajectory": {"expected": []}}}]})
+    assert "graders[0].expected" in str(err.value)
+    assert "no configured grader" not in str(err.value)
