@@ -181,13 +181,14 @@ def aggregate(reports: Sequence[RunReport], config: ToolEvalConfig, *,
 
 
 def aggregate_passed(doc: Mapping[str, Any]) -> bool:
-    """Every run and every session passed, and every aggregate gate (overall, or in every
+    """Every run, every session and every case passed (no case missing), and every aggregate gate (overall, or in every
     group) holds."""
     if doc.get("failed"):
         return False
-    sessions = doc.get("sessions")
-    if isinstance(sessions, Mapping) and sessions.get("failed"):
-        return False
+    for part in ("sessions", "cases"):   # a failing session; a failing or missing case
+        counts = doc.get(part)
+        if isinstance(counts, Mapping) and (counts.get("failed") or counts.get("missing")):
+            return False
     scopes = list(doc.get("groups", {}).values()) if "groups" in doc else [doc]
     for scope in scopes:
         for summary in scope.get("graders", {}).values():

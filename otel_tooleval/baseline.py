@@ -50,6 +50,13 @@ class BaselineGate:
     def add_sessions(self, sessions: Sequence[SessionReport]) -> None:
         self.json.add_sessions(sessions)
 
+    def expect_cases(self) -> None:
+        """Cases are configured: this run's document carries them, as ``grade``'s does."""
+        self.json.expect_cases()
+
+    def add_cases(self, cases: list[dict[str, Any]]) -> None:
+        self.json.add_cases(cases)
+
     def close(self) -> None:
         self.json.close()
 

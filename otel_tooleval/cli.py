@@ -111,6 +111,10 @@ def _grade(args: argparse.Namespace) -> int:
         print("otel-tooleval: --update-baseline needs --baseline FILE", file=sys.stderr)
         return 2
     config = _load_config(args.config, args.files)
+    if args.cases:
+        from .config import with_cases
+
+        config = with_cases(config, args.cases)
 
     shown: list[str] = []
     lines = _ProblemLines()
@@ -123,6 +127,10 @@ def _grade(args: argparse.Namespace) -> int:
     writer = _writer(args, out_stream)
     gate = _baseline_gate(args)
     baseline_code = 0
+    if config.cases is not None:
+        writer.expect_cases()
+        if gate is not None:
+            gate.expect_cases()
     broken = _ConfigErrors()
     strict = args.strict_reading or config.runs.strict_reading
     misread: list[tuple[tuple[int, int, int], str]] = []
@@ -148,6 +156,10 @@ def _grade(args: argparse.Namespace) -> int:
             print(f"otel-tooleval: {exc}", file=sys.stderr)
             return 2
         lines.close()
+        if outcome.cases is not None:
+            writer.add_cases(outcome.cases)
+            if gate is not None:
+                gate.add_cases(outcome.cases)
         if config.session_graders:
             writer.add_sessions(outcome.sessions)
             if gate is not None:
@@ -515,6 +527,9 @@ def _parser() -> argparse.ArgumentParser:
                             "junit (one testcase per run and grader, for CI), html (one "
                             "self-contained page)")
     grade.add_argument("--output", "-o", help="write the report here instead of stdout")
+    grade.add_argument("--cases", metavar="FILE",
+                       help="eval cases (YAML, JSON or JSONL), added to the config's cases: "
+                            "each run graded by its case's expectations (docs/cases.md)")
     grade.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
     _max_line_bytes(grade)
     grade.add_argument("--allow-input-problems", action="store_true",

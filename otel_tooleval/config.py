@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from .cases import CaseSet, parse_cases, read_cases
+from .config_errors import ConfigError
 from .graders import REGISTRY
 from .graders.matching import (
     DEFAULT_GRADING_BUDGET_MS,
@@ -64,19 +66,8 @@ __all__ = [
     "ToolEvalConfig",
     "load_config",
     "load_config_file",
+    "with_cases",
 ]
-
-
-class ConfigError(ValueError):
-    """A configuration that cannot be used; ``problems`` lists every problem found."""
-
-    def __init__(self, problems: list[Problem], source: str | None = None) -> None:
-        self.problems = problems
-        self.source = source
-        head = f"invalid otel-tooleval config{f' ({source})' if source else ''}"
-        lines = [p.render() for p in problems]
-        super().__init__(head + ":\n  " + "\n  ".join(lines) if len(lines) > 1
-                         else f"{head}: {lines[0] if lines else 'unknown problem'}")
 
 
 def _pattern(value: str) -> str:
@@ -221,6 +212,10 @@ class _TopLevel(BaseModel):
     conventions: list[ConventionEntry] = Field(default_factory=list)
     guard: GuardConfig | None = None
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    cases: list[Any] = Field(default_factory=list, description=(
+        "eval cases: each with an id, a match (attribute, first_user_message or "
+        "first_user_message_regex), expect (parameters per configured grader name) and "
+        "graders of its own (docs/cases.md)"))
 
 
 _DEFAULT_SESSIONS = SessionsConfig()
@@ -260,6 +255,11 @@ class ToolEvalConfig:
     session_graders: tuple[ConfiguredGrader, ...] = ()
     #: ``guard`` compiled for grading (None without an active guard); ``grade_run`` uses it.
     guard_rules: GuardRules | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: The ``cases:`` section (None without one) and each case's graders, built once: the
+    #: shared graders with the case's ``expect`` merged in, then its own (``grade_run``).
+    cases: CaseSet | None = dataclasses.field(default=None, compare=False, repr=False)
+    case_graders: Mapping[str, tuple[ConfiguredGrader, ...]] = dataclasses.field(
+        default_factory=dict, compare=False, repr=False)
 
 
 def _build_grader(index: int | str, entry: Any, names: dict[str, int | str],
@@ -417,7 +417,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         top = _TopLevel.model_construct(graders=data.get("graders") or [], runs=RunsConfig(),
                                         limits=LimitsConfig(), emit=EmitConfig(),
                                         grading=GradingConfig(), conventions=[], guard=None,
-                                        sessions=SessionsConfig())
+                                        sessions=SessionsConfig(), cases=[])
         if not isinstance(top.graders, (list, Mapping)):
             raise ConfigError(problems, source) from None
     graders: list[ConfiguredGrader] = []
@@ -452,6 +452,7 @@ def config_from_mapping(data: Any, source: str | None = None, *,
         problems.extend(found)
         if grader is not None:
             session_graders.append(grader)
+    case_set, case_graders = _cases(top.cases, keyed, graders, names, context, problems)
     if problems:
         raise ConfigError(problems, source)
     runs = top.runs
@@ -471,7 +472,65 @@ def config_from_mapping(data: Any, source: str | None = None, *,
     rules = GuardRules(top.guard, unwrap=policy.unwrap) if guarded and top.guard else None
     return ToolEvalConfig(tuple(graders), runs, top.limits, top.emit, policy, source,
                           top.grading, data, guard=top.guard, sessions=top.sessions,
-                          session_graders=tuple(session_graders), guard_rules=rules)
+                          session_graders=tuple(session_graders), guard_rules=rules,
+                          cases=case_set, case_graders=case_graders)
+
+
+def _merged(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """``over`` on ``base``: mappings merged key by key, anything else replaced."""
+    out = dict(base)
+    for key, value in over.items():
+        below = out.get(key)
+        out[key] = (_merged(below, value) if isinstance(below, Mapping)
+                    and isinstance(value, Mapping) else value)
+    return out
+
+
+def _cases(data: list[Any], keyed: list[tuple[int | str, Any]],
+           graders: list[ConfiguredGrader], names: dict[str, int | str],
+           context: BuildContext, problems: list[Problem],
+           ) -> tuple[CaseSet | None, dict[str, tuple[ConfiguredGrader, ...]]]:
+    """The ``cases:`` section and each case's graders: the shared entries, those the case's
+    ``expect`` names rebuilt with its parameters merged in, then its own ``graders``."""
+    if not data:
+        return None, {}
+    cases, found = parse_cases(data)
+    problems.extend(found)
+    # Every shared entry built (else the config fails anyway): the i-th grader is keyed[i].
+    entries = ({g.name: (index, {"type": entry} if isinstance(entry, str) else entry)
+                for g, (index, entry) in zip(graders, keyed, strict=True)}
+               if len(graders) == len(keyed) else {})
+    by_name = {g.name: g for g in graders}
+    at = {entry["id"].strip(): i for i, entry in reversed(list(enumerate(data)))
+          if isinstance(entry, Mapping) and isinstance(entry.get("id"), str)}
+    built: dict[str, tuple[ConfiguredGrader, ...]] = {}
+    for case in cases:
+        loc: tuple[str | int, ...] = ("cases", at[case.id])
+        replaced: dict[str, ConfiguredGrader] = {}
+        for name, params in case.expect.items():
+            if len(graders) != len(keyed):
+                break     # a shared entry is broken (reported): what it is called is unknown
+            if name not in by_name or name not in entries:
+                known = ", ".join(sorted(by_name)) or "none"
+                problems.append(Problem((*loc, "expect", name), f"no configured grader named "
+                                        f"{name!r} (configured: {known})"))
+                continue
+            index, entry = entries[name]
+            grader, bad = _build_grader(index, _merged({**entry, "name": name}, params), {},
+                                        context)
+            problems.extend(Problem((*loc, "expect", name, *p.loc[2:]), p.message)
+                            for p in bad)
+            if grader is not None:
+                replaced[name] = grader
+        own: list[ConfiguredGrader] = []
+        own_names: dict[str, int | str] = dict(names)
+        for i, entry in enumerate(case.graders):
+            grader, bad = _build_grader(i, entry, own_names, context, (*loc, "graders"))
+            problems.extend(bad)
+            if grader is not None:
+                own.append(grader)
+        built[case.id] = (*(replaced.get(g.name, g) for g in graders), *own)
+    return CaseSet(cases), built
 
 
 def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[str] | None
@@ -694,3 +753,36 @@ def _is_file(text: str) -> bool:
         return Path(text).exists()
     except (OSError, ValueError):
         return False
+
+
+def with_cases(config: ToolEvalConfig, path: str | os.PathLike[str]) -> ToolEvalConfig:
+    """``config`` with the cases of a case file (``grade --cases``) after its own ``cases:``;
+    a problem in them is located as in the config (``cases[N]``, the file's first case
+    numbered after the config's own).
+
+    Raises:
+        ConfigError: the file cannot be read, or a case is invalid.
+    """
+    entries = _case_entries(path)
+    doc = dict(config.document or {})
+    doc["cases"] = [*(doc.get("cases") or []), *entries]
+    return config_from_mapping(doc, config.source, allow_no_graders=True)
+
+
+def _case_entries(path: str | os.PathLike[str]) -> list[Any]:
+    """The case entries of a case file: ours as ``read_cases`` reads them, or another tool's
+    eval set (ADK, agentv, DeepEval, Ragas, UiPath: ``case_imports``) turned into ours."""
+    from .case_imports import CaseImportError, detect_format, import_cases, read_case_file
+
+    try:
+        native = detect_format(path, read_case_file(path)) == "native"
+    except CaseImportError:
+        native = True   # ours, or nothing known: read_cases names the problem
+    if native:
+        return read_cases(path)
+    try:
+        return list(import_cases(path))
+    except CaseImportError as exc:
+        where = f"{exc.field}: " if exc.field else ""
+        raise ConfigError([Problem((), f"{where}{exc.problem}")], os.fspath(path),
+                          what="case set") from None

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .cases import Ambiguous
 from .graders.matching import BudgetExceeded, grading_limits
 from .guard import GuardRules
 from .guard_result import GUARD_RESULT, guard_result
@@ -28,7 +29,9 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     A grader that raises yields a result labelled ``error``; the others still run. The
     graders of one run share a budget of CPU time (``limits.grading_budget_ms``): a grader
     running when it is spent stops at its next regex match, and it and every grader after it
-    yield an ``error`` result with ``error`` = ``budget_exceeded``. Regex matches on argument,
+    yield an ``error`` result with ``error`` = ``budget_exceeded``. With ``cases:``, a run
+    that matches a case is graded by that case's graders (``RunReport.case``); one that
+    matches two or more by the shared graders, their ids in ``RunReport.ambiguous``. Regex matches on argument,
     result and message values see at most ``limits.max_match_chars`` characters of each
     (``otel_tooleval.graders.matching``); one match already running cannot be interrupted.
     """
@@ -36,14 +39,22 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     if agents is not None and run.agent not in agents:
         return None
     strict = config.runs.strict_reading and not run.reading.agrees
-    results = (grade_with(config.graders, run.agent, lambda entry: entry.grader.grade(run),
-                          config)
-               if config.graders else [])   # none: no budget clock to start
+    graders, case = config.graders, None
+    ambiguous: tuple[str, ...] = ()
+    if config.cases is not None:
+        # A case's graders: the shared ones with its parameters, then its own (docs/cases.md).
+        found = config.cases.match(run)
+        if isinstance(found, Ambiguous):
+            ambiguous = found.ids
+        elif found is not None:
+            case, graders = found.id, config.case_graders[found.id]
+    results = (grade_with(graders, run.agent, lambda entry: entry.grader.grade(run), config)
+               if graders else [])   # none: no budget clock to start
     if config.guard_rules is not None:
         results.append(_guarded(run, config.guard_rules))
     if strict:
         results.append(reading_failure(run))
-    return RunReport(run, tuple(results))
+    return RunReport(run, tuple(results), case, ambiguous)
 
 
 def _guarded(run: AgentRun, rules: GuardRules) -> GradeResult:

@@ -460,6 +460,10 @@ class RunReport(ResultsVerdict):
 
     run: AgentRun
     results: tuple[GradeResult, ...]
+    #: The id of the run's case (``cases:``), None when it matched none.
+    case: str | None = None
+    #: The ids of the cases that all match this run (an input problem); empty otherwise.
+    ambiguous: tuple[str, ...] = ()
 
     @property
     def agent(self) -> str | None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from .aggregate import RunningAggregate, aggregate
+from .cases import CaseTally
 from .config import ToolEvalConfig
 from .files import DEFAULT_MAX_LINE_BYTES, InputError, InputProblem, iter_traces, read_records
 from .grading import grade_records
@@ -41,6 +42,8 @@ class GradeOutcome:
     aggregate: dict[str, Any] = field(default_factory=dict)
     #: The graded sessions (``sessions:`` in the config), in run order of their first runs.
     sessions: list[SessionReport] = field(default_factory=list)
+    #: The ``cases`` list of the report (``CaseTally.result``); None without ``cases:``.
+    cases: list[dict[str, Any]] | None = None
 
 
 class _Progress:
@@ -138,6 +141,17 @@ class _Sessions:
         return out
 
 
+def _file_case(report: RunReport, tally: CaseTally, path: str,
+               problem: Callable[[InputProblem], None]) -> None:
+    run = report.run
+    tally.add(report.case, run.trace_id_hex, run.root_span_id_hex, report.results)
+    if report.ambiguous:
+        problem(InputProblem(path, None, (
+            f"trace {run.trace_id_hex} root {run.root_span_id_hex}: the run matches "
+            f"{len(report.ambiguous)} cases ({', '.join(report.ambiguous)}); a run belongs to "
+            "one case: make their matches exclusive")))
+
+
 def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
                 input_format: str | None = None, group_by: str | None = None,
                 progress: TextIO | None = None,
@@ -159,6 +173,7 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     meter = _Progress(progress if progress is not None else sys.stderr)
     sessions = _Sessions(config) if config.session_graders else None
     running = RunningAggregate(config, group_by=group_by) if on_report is not None else None
+    tally = CaseTally(config.cases) if config.cases is not None else None
 
     def problem(p: InputProblem) -> None:
         outcome.problems.append(p)
@@ -177,6 +192,9 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
             reports = grade_records(trace, config, on_detached=detached,
                                     on_run=sessions.add if sessions is not None else None)
             outcome.runs += len(reports)
+            if tally is not None:
+                for report in reports:
+                    _file_case(report, tally, path, problem)
             if running is None or on_report is None:
                 outcome.reports.extend(reports)
                 continue
@@ -196,6 +214,9 @@ def grade_files(paths: Sequence[str], config: ToolEvalConfig, *,
     else:
         outcome.reports.sort(key=run_key)
         outcome.aggregate = aggregate(outcome.reports, config, group_by=group_by)
+    if tally is not None:
+        outcome.cases = tally.result()
+        outcome.aggregate["cases"] = tally.summary()
     if sessions is not None:
         passed = sum(1 for r in outcome.sessions if r.passed)
         outcome.aggregate["sessions"] = {"sessions": len(outcome.sessions), "passed": passed,

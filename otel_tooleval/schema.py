@@ -63,6 +63,38 @@ def entry_schema(family: GraderFamily, defs: dict[str, Any]) -> dict[str, Any] |
     return schema
 
 
+def case_schema(entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``cases:`` section (docs/cases.md): each case's id, match, expect and graders."""
+    text = {"type": "string", "minLength": 1}
+    scalar = {"type": ["string", "number"]}
+    match = {"type": "object", "minProperties": 1, "maxProperties": 1,
+             "additionalProperties": False,
+             "description": "how the case finds its run: exactly one way (default: the "
+                            "root attribute tooleval.case.id equal to the case's id)",
+             "properties": {
+                 "attribute": {"anyOf": [scalar, {
+                     "type": "object", "additionalProperties": False,
+                     "properties": {"key": {**text, "default": "tooleval.case.id"},
+                                    "value": scalar}}]},
+                 "first_user_message": {**text, "description": "the run's first user "
+                                        "message, exactly (after strip)"},
+                 "first_user_message_regex": {**text, "description": "an RE2 pattern searched "
+                                              "in the run's first user message"}}}
+    return {"type": "array", "description": "eval cases: each run matched to its case is "
+                                             "graded by the case's expectations",
+            "items": {"type": "object", "required": ["id"], "additionalProperties": False,
+                      "properties": {
+                          "id": {**text, "description": "unique id of the case"},
+                          "description": {"type": "string"},
+                          "match": match,
+                          "expect": {"type": "object", "description": "per configured grader "
+                                     "name, the keys this case sets on it (mappings merged, "
+                                     "anything else replaced)",
+                                     "additionalProperties": {"type": "object"}},
+                          "graders": {"type": "array", "items": {"anyOf": entries},
+                                      "description": "graders of this case only"}}}}
+
+
 def config_schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of a complete config file."""
     defs: dict[str, Any] = {}
@@ -83,6 +115,7 @@ def config_schema() -> dict[str, Any]:
         "items": {"anyOf": [*entries, {"type": "object", "anyOf": [
             {"required": ["turns"]}, {"required": ["expected_invocations"]}]}]}}
     sections["sessions"] = sessions
+    sections["cases"] = case_schema(entries)
     sections["conventions"]["description"] = (
         "your own mappings of spans no built-in convention reads: which are runs, model "
         "calls and tool calls, and where a call's name, arguments and result are")

@@ -27,6 +27,7 @@ from .conventions import (
     tool_name_of,
 )
 from .conventions.calls import tool_call
+from .conventions.inputs import first_user_message
 from .conventions.registry import AGENT_SPAN_PREFIXES, NOT_MODELS
 from .conventions.user import UserConventions
 from .model import AgentRun, SpanRecord, ToolCall
@@ -281,13 +282,26 @@ def _responses(records: list[SpanRecord], root_id: int, policy: RunPolicy
 class SpanOutputs:
     """A run's final output and assistant texts, read from its spans once, when first asked."""
 
-    __slots__ = ("_final", "_models", "_root", "_texts")
+    __slots__ = ("_asked", "_final", "_models", "_root", "_texts")
 
     def __init__(self, root: SpanRecord, models: list[SpanRecord]) -> None:
         self._root = root
         self._models = models
         self._final: str | None | object = _UNREAD
         self._texts: tuple[str, ...] | None = None
+        self._asked: str | None | object = _UNREAD
+
+    def first_user_message(self) -> str | None:
+        """What the run was asked: the root's input, else its first model call's input
+        (``conventions.inputs``)."""
+        if self._asked is _UNREAD:
+            asked = first_user_message(self._root.attributes, self._root.events)
+            for record in self._models:
+                if asked is not None:
+                    break
+                asked = first_user_message(record.attributes, record.events)
+            self._asked = asked
+        return self._asked  # type: ignore[return-value]
 
     def final_output(self) -> str | None:
         if self._final is _UNREAD:

@@ -99,3 +99,21 @@ def test_schema_rejects_the_mappings_load_config_rejects(validator: Any,
     assert list(validator.iter_errors(bad)), bad
     with pytest.raises(ConfigError):
         load_config(bad)
+
+
+def test_a_cases_section_validates_and_loads(validator: Any) -> None:
+    from otel_tooleval.config import load_config
+
+    doc = {"graders": [{"name": "trajectory", "type": "tool_trajectory", "mode": "in_order",
+                        "expected": [{"tool": "search"}]}],
+           "cases": [{"id": "paris", "match": {"first_user_message": "Weather in Paris?"},
+                      "expect": {"trajectory": {"expected": [{"tool": "get_weather"}]}}},
+                     {"id": "7", "match": {"attribute": {"key": "dataset.item", "value": 7}},
+                      "graders": [{"type": "tool-call-order", "tool_calls_order": ["a"]}]},
+                     {"id": "by-id"}]}
+    assert not list(validator.iter_errors(doc))
+    assert load_config(doc).cases is not None
+    for bad in ({"id": "x", "match": {"first_user_message": "a", "attribute": "b"}},
+                {"id": "x", "match": {"first_message": "a"}}, {"match": {}},
+                {"id": "x", "expected": {}}):
+        assert list(validator.iter_errors({**doc, "cases": [bad]})), bad

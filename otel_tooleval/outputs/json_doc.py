@@ -47,9 +47,12 @@ def render_json(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
             + f'"aggregate": {json_text(aggregate)}}}\n')
 
 
-def run_json(report: RunReport, include_calls: bool = False) -> str:
-    """One run's line of :func:`render_json`."""
-    return _escape_unsafe(_dumps(_run_dict(report, include_calls)))
+def run_json(report: RunReport, include_calls: bool = False, *, with_case: bool = False) -> str:
+    """One run's line of :func:`render_json`; ``with_case`` adds its ``case`` (id or null)."""
+    doc = _run_dict(report, include_calls)
+    if with_case:
+        doc["case"] = report.case
+    return _escape_unsafe(_dumps(doc))
 
 
 class JsonWriter(ReportWriter):
@@ -61,7 +64,7 @@ class JsonWriter(ReportWriter):
         self.include_calls = include_calls
 
     def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
-        return run_json(report, self.include_calls)
+        return run_json(report, self.include_calls, with_case=self.cases is not None)
 
     def write(self, out: TextIO, aggregate: Mapping[str, Any], *,
               problems: Sequence[str] = ()) -> None:
@@ -75,6 +78,9 @@ class JsonWriter(ReportWriter):
         if self.sessions is not None:
             parts = ",\n".join(json_text(s.to_dict()) for s in self.sessions)
             out.write(f'"sessions": [\n{parts}\n],\n' if parts else '"sessions": [],\n')
+        if self.cases is not None:
+            parts = ",\n".join(json_text(c) for c in self.cases)
+            out.write(f'"cases": [\n{parts}\n],\n' if parts else '"cases": [],\n')
         out.write(f'"aggregate": {json_text(aggregate)}}}\n')
 
 

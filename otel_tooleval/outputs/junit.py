@@ -149,6 +149,7 @@ class JunitWriter(ReportWriter):
                 self.errors += problem == "error"
                 self.failures += problem == "failure"
         _close_suite(root, suite, aggregate, problems, self.tests, self.failures, self.errors)
+        _case_suites(root, self.cases or ())
         ET.indent(root)
         text = ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
         if not has_cases:
@@ -163,6 +164,35 @@ class JunitWriter(ReportWriter):
                 out.write(cases)
                 separator = _BETWEEN_CASES
         out.write(tail)
+
+
+def _case_suites(root: ET.Element, cases: Sequence[Mapping[str, Any]]) -> None:
+    """One ``testsuite`` per eval case (``cases:``) after the runs' suite, a ``testcase`` per
+    grader (the case's worst run), or one ``missing`` testcase failing when no run matched."""
+    tests, failures = int(root.get("tests", "0")), int(root.get("failures", "0"))
+    for entry in cases:
+        name = one_line(f"case {entry['id']}")
+        suite = ET.SubElement(root, "testsuite", name=name)
+        results = entry["results"] if entry["status"] != "missing" else [None]
+        failed = 0
+        for result in results:
+            case = ET.SubElement(suite, "testcase", classname=name,
+                                 name=one_line(result["name"]) if result else "missing")
+            if result is None:
+                text = f"no run matched this case ({entry.get('match', '')})"
+                ET.SubElement(case, "failure", message=shorten(one_line(text), _MESSAGE_CHARS),
+                              type="missing").text = readable(text)
+                failed += 1
+            elif not result["passed"]:
+                text = f"{result['label']}: score {result['score']:g} (lowest over " \
+                       f"{len(entry['runs'])} run(s))"
+                ET.SubElement(case, "failure", message=shorten(one_line(text), _MESSAGE_CHARS),
+                              type=one_line(result["label"])).text = readable(text)
+                failed += 1
+        suite.attrib.update({"tests": str(len(results)), "failures": str(failed),
+                             "errors": "0", "skipped": "0"})
+        tests, failures = tests + len(results), failures + failed
+    root.attrib.update({"tests": str(tests), "failures": str(failures)})
 
 
 def _problem(case: ET.Element, tag: str, result: GradeResult, type_: str) -> None:

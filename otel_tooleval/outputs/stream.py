@@ -40,6 +40,17 @@ class ReportWriter:
         self.failed = 0
         #: The graded sessions, given once the input has ended (None: no ``sessions:``).
         self.sessions: Sequence[SessionReport] | None = None
+        #: The cases (``CaseTally.result``), known before the first run when ``cases:`` is
+        #: configured (``expect_cases``) and filled once the input has ended; else None.
+        self.cases: list[dict[str, Any]] | None = None
+
+    def expect_cases(self) -> None:
+        """Cases are configured: each run's part carries its ``case``."""
+        self.cases = []
+
+    def add_cases(self, cases: list[dict[str, Any]]) -> None:
+        """The cases to write after the runs."""
+        self.cases = cases
 
     def add_sessions(self, sessions: Sequence[SessionReport]) -> None:
         """The sessions to write after the runs (``sessions:`` configured)."""

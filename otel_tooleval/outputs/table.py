@@ -75,6 +75,7 @@ class TableWriter(ReportWriter):
         out.writelines(f"{self.paint(f'session {i + 1}', 'bold')}"
                        f"{_session_text(session, self.paint)}\n\n"
                        for i, session in enumerate(self.sessions or ()))
+        out.writelines(_case_line(entry, self.paint) for entry in self.cases or ())
         out.write(_closing(self.runs, self.failed, aggregate, problems, self.paint))
 
 
@@ -91,6 +92,16 @@ def _closing(runs: int, failed: int, aggregate: Mapping[str, Any], problems: Seq
     lines.append("")
     lines.append(_result_line(runs, failed, aggregate, paint))
     return "\n".join(lines) + "\n"
+
+
+def _case_line(entry: Mapping[str, Any], paint: _Paint) -> str:
+    """One eval case: its status, its runs and each grader's worst score."""
+    status = entry["status"]
+    shown = (paint.verdict(status == "pass") if status != "missing"
+             else paint("MISSING", "fail"))
+    scores = "  ".join(f"{one_line(r['name'])}={r['score']:.2f}" for r in entry["results"])
+    return (f"{paint('case ' + one_line(entry['id']), 'bold')}  {shown}  "
+            f"runs={len(entry['runs'])}  {scores}".rstrip() + "\n")
 
 
 def _run_number(i: int, paint: _Paint) -> str:
@@ -219,7 +230,14 @@ def _result_line(runs: int, failed_runs: int, aggregate: Mapping[str, Any],
         failed_sessions = int(sessions.get("failed", 0))
         parts.append(f"{sessions.get('passed', 0)} of {sessions.get('sessions', 0)} "
                      "sessions passed")
+    cases = aggregate.get("cases")
+    failed_cases = 0
+    if isinstance(cases, Mapping):
+        missing = int(cases.get("missing", 0))
+        failed_cases = int(cases.get("failed", 0)) + missing
+        parts.append(f"{cases.get('passed', 0)} of {cases.get('cases', 0)} cases passed"
+                     + (f" ({missing} missing)" if missing else ""))
     if failed_gates:
         parts.append(f"{failed_gates} aggregate gate(s) failed")
-    ok = not failed_runs and not failed_gates and not failed_sessions
+    ok = not failed_runs and not failed_gates and not failed_sessions and not failed_cases
     return f"{paint.verdict(ok)}: " + ", ".join(parts) + "."
