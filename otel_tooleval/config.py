@@ -682,7 +682,15 @@ def _parse_text(text: str, source: str | None) -> Any:
                 return doc
         raise ConfigError([Problem((), f"nested deeper than {MAX_CONFIG_DEPTH} levels")],
                           source)
-    loader = _BoundedLoader(text)
+    try:
+        # PyYAML's reader checks a string's characters as the loader is made: a control
+        # character raises here, not in get_single_data.
+        loader = _BoundedLoader(text)
+    except yaml.reader.ReaderError as exc:
+        code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+        raise ConfigError([Problem((), f"not valid YAML: character {exc.position + 1} is a "
+                                       f"control character (U+{code:04X}), which YAML does "
+                                       "not allow")], source) from None
     try:
         return loader.get_single_data()
     except _Unbounded as exc:

@@ -520,7 +520,8 @@ COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_m
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
                    "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes",
-                   "profile_app_thread"}
+                   "profile_app_thread",
+                   "bench_cases"}   # smoke-tested in tests/test_cases.py
 
 
 def test_every_bench_has_a_smoke_test() -> None:
