@@ -262,3 +262,39 @@ def test_a_broken_shared_grader_is_reported_once_not_as_unknown_to_its_cases() -
                      "cases": [{"id": "a", "expect": {"trajectory": {"expected": []}}}]})
     assert "graders[0].expected" in str(err.value)
     assert "no configured grader" not in str(err.value)
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_the_live_root_carries_its_case_id(mode: str) -> None:
+    """Live, a run matched to a case (here by an attribute the app already sets) is graded by
+    its case and its root copy says which: ``tooleval.case.id`` (issue 29, item 3)."""
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from otel_tooleval import ToolEvalSpanProcessor
+
+    config = {"grading": {"mode": mode},
+              "graders": [{"name": "flow", "type": "tool_trajectory", "mode": "in_order",
+                           "expected": [{"tool": "search"}]}],
+              "cases": [{"id": "lisbon", "match": {"attribute": {"key": "dataset.item",
+                                                                 "value": "item-7"}},
+                         "expect": {"flow": {"expected": [{"tool": "book"}]}}}]}
+    exporter = InMemorySpanExporter()
+    processor = ToolEvalSpanProcessor(config, downstream=SimpleSpanProcessor(exporter))
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("cases")
+    for item in ("item-7", "item-8"):
+        with tracer.start_as_current_span("invoke_agent travel", attributes={
+                "gen_ai.operation.name": "invoke_agent", "dataset.item": item}), \
+                tracer.start_as_current_span("execute_tool book", attributes={
+                    "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book"}):
+            pass
+    provider.shutdown()
+    roots = {(s.attributes or {})["dataset.item"]: s.attributes or {}
+             for s in exporter.get_finished_spans() if s.name == "invoke_agent travel"}
+    assert roots["item-7"]["tooleval.case.id"] == "lisbon"
+    assert roots["item-7"]["tooleval.passed"] is True    # the case's own expectation: book
+    assert "tooleval.case.id" not in roots["item-8"]      # no case: the shared graders
+    assert roots["item-8"]["tooleval.passed"] is False

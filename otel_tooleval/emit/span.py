@@ -39,6 +39,8 @@ def root_attributes(report: RunReport) -> dict[str, Any]:
         attrs["tooleval.pending_calls"] = report.run.pending_calls
     if report.run.dropped_calls:
         attrs["tooleval.dropped_calls"] = report.run.dropped_calls
+    if report.case is not None:   # the run's case (cases:), whichever way it was matched
+        attrs["tooleval.case.id"] = report.case
     reading = report.run.reading
     attrs["tooleval.reading.requested"] = reading.requested
     attrs["tooleval.reading.executed"] = reading.executed
