@@ -21,13 +21,14 @@ import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from .bounded_yaml import BoundedLoader, Unbounded
 from .config_errors import ConfigError
 from .graders.registry import Problem
+from .local_files import FileRefused, read_local_file
 from .model import AgentRun
 from .user_regex import UserRegex, compile_user
 
@@ -242,12 +243,12 @@ def read_cases(path: str | os.PathLike[str]) -> list[Any]:
     def fail(message: str, loc: tuple[str | int, ...] = ()) -> ConfigError:
         return ConfigError([Problem(loc, message)], name, what="case set")
 
-    try:
-        if os.path.getsize(name) > MAX_CASES_BYTES:
-            raise fail(f"larger than {MAX_CASES_BYTES} bytes")
-        text = Path(name).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise fail(f"cannot read it: {getattr(exc, 'strerror', None) or exc}") from None
+    try:   # a regular file of bounded size only, as a config (a FIFO would hang)
+        text = read_local_file(name, max_bytes=MAX_CASES_BYTES).data.decode("utf-8")
+    except FileRefused as exc:
+        raise fail(f"cannot read it: {exc.reason}") from None
+    except UnicodeDecodeError as exc:
+        raise fail(f"cannot read it: {exc}") from None
     if name.endswith(".jsonl"):
         entries = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -257,9 +258,13 @@ def read_cases(path: str | os.PathLike[str]) -> list[Any]:
                 except json.JSONDecodeError as exc:
                     raise fail(f"line {n}: not JSON: {exc.msg}") from None
         return entries
-    try:
-        doc = json.loads(text) if name.endswith(".json") else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    try:   # YAML bounded as a config's is (depth, values with aliases expanded)
+        doc = json.loads(text) if name.endswith(".json") else _bounded_yaml(text)
+    except Unbounded as exc:
+        mark = exc.problem_mark
+        raise fail(f"refused: line {mark.line + 1}, column {mark.column + 1}: "
+                   f"{exc.problem}") from None
+    except (json.JSONDecodeError, RecursionError, yaml.YAMLError) as exc:
         raise fail(f"not {'JSON' if name.endswith('.json') else 'YAML'}: "
                    f"{str(exc).splitlines()[0]}") from None
     if isinstance(doc, Mapping) and "cases" in doc:
@@ -267,6 +272,14 @@ def read_cases(path: str | os.PathLike[str]) -> list[Any]:
     if not isinstance(doc, list):
         raise fail("holds no list of cases (a list, or a mapping with cases:)")
     return doc
+
+
+def _bounded_yaml(text: str) -> Any:
+    loader = BoundedLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
 
 
 def load_cases(source: str | os.PathLike[str] | Sequence[Any]) -> CaseSet:

@@ -27,6 +27,12 @@ from pydantic import (
     model_validator,
 )
 
+from .bounded_yaml import (  # MAX_CONFIG_NODES: re-exported, part of config's API
+    MAX_CONFIG_DEPTH,
+    MAX_CONFIG_NODES,  # noqa: F401
+    BoundedLoader,
+    Unbounded,
+)
 from .cases import CaseSet, parse_cases, read_cases
 from .config_errors import ConfigError
 from .graders import REGISTRY
@@ -562,17 +568,6 @@ def load_config(source: ToolEvalConfig | Mapping[str, Any] | str | os.PathLike[s
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
 """The largest config file read (YAML or JSON): far beyond any real config."""
 
-MAX_CONFIG_DEPTH = 100
-"""The deepest nesting of mappings and lists a config may have (YAML and JSON); deeper ones
-are refused before they are built, so a document nested 100,000 deep is a config error, not
-a ``RecursionError``."""
-
-MAX_CONFIG_NODES = 1_000_000
-"""The most values (scalars, mappings, lists, keys) a YAML config may hold once its aliases
-are expanded: anchors and aliases for reuse are fine, an alias bomb (each level repeating
-the last one, a billion values from a few lines) is refused before it is built."""
-
-
 def load_config_file(path: str | os.PathLike[str], *,
                      allow_no_graders: bool = False) -> ToolEvalConfig:
     """Load the config file at ``path`` (what ``--config`` names: always a path, never YAML).
@@ -601,58 +596,6 @@ def load_config_file(path: str | os.PathLike[str], *,
                                        f"{exc.start})")], str(where)) from None
     return config_from_mapping(_parse_text(text, str(where)), str(where),
                                allow_no_graders=allow_no_graders)
-
-
-class _Unbounded(Exception):
-    """A YAML document past ``MAX_CONFIG_DEPTH`` or ``MAX_CONFIG_NODES``."""
-
-    def __init__(self, problem: str, mark: Any) -> None:
-        super().__init__(problem)
-        self.problem = problem
-        self.problem_mark = mark
-
-
-class _BoundedLoader(yaml.SafeLoader):
-    """``yaml.SafeLoader`` that counts as it parses, before anything is built: the nesting
-    depth, and the values the document holds with every alias expanded (an alias counts as
-    the values of the node it names, known when that node ended). Linear in the text; the
-    composer's recursion stays within ``MAX_CONFIG_DEPTH`` levels."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._open: list[list[Any]] = []   # [anchor, values so far] of each open collection
-        self._sizes: dict[str, int] = {}   # anchor -> values of its node, once ended
-
-    def get_event(self) -> Any:
-        event = super().get_event()  # type: ignore[no-untyped-call]
-        if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-            if len(self._open) >= MAX_CONFIG_DEPTH:
-                raise _Unbounded(f"nested deeper than {MAX_CONFIG_DEPTH} levels",
-                                 event.start_mark)
-            self._open.append([event.anchor, 1])
-        elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-            anchor, size = self._open.pop()
-            if anchor is not None:
-                self._sizes[anchor] = size
-            self._add(size, event)
-        elif isinstance(event, yaml.AliasEvent):
-            if any(anchor == event.anchor for anchor, _ in self._open):
-                raise _Unbounded(f"alias *{event.anchor} is inside the node it names (a "
-                                 "cycle)", event.start_mark)
-            self._add(self._sizes.get(str(event.anchor), 1), event)   # unknown: composer says
-        elif isinstance(event, yaml.ScalarEvent):
-            if event.anchor is not None:
-                self._sizes[event.anchor] = 1
-            self._add(1, event)
-        return event
-
-    def _add(self, size: int, event: Any) -> None:
-        if self._open:
-            self._open[-1][1] += size
-            size = self._open[-1][1]
-        if size > MAX_CONFIG_NODES:
-            raise _Unbounded(f"holds more than {MAX_CONFIG_NODES:,} values once its aliases "
-                             "are expanded (an alias bomb?)", event.start_mark)
 
 
 def _json_depth(doc: Any) -> int:
@@ -685,7 +628,7 @@ def _parse_text(text: str, source: str | None) -> Any:
     try:
         # PyYAML's reader checks a string's characters as the loader is made: a control
         # character raises here, not in get_single_data.
-        loader = _BoundedLoader(text)
+        loader = BoundedLoader(text)
     except yaml.reader.ReaderError as exc:
         code = exc.character if isinstance(exc.character, int) else ord(exc.character)
         raise ConfigError([Problem((), f"not valid YAML: character {exc.position + 1} is a "
@@ -693,7 +636,7 @@ def _parse_text(text: str, source: str | None) -> Any:
                                        "not allow")], source) from None
     try:
         return loader.get_single_data()
-    except _Unbounded as exc:
+    except Unbounded as exc:
         mark = exc.problem_mark
         raise ConfigError([Problem((), f"refused: line {mark.line + 1}, column "
                                        f"{mark.column + 1}: {exc.problem}")], source) from None

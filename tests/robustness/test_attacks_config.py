@@ -152,3 +152,24 @@ def test_load_config_bounds_yaml_text_in_process() -> None:
     assert load_config(GRADER + "          a: " + "[" * lists + "]" * lists + "\n")
     with pytest.raises(ConfigError, match=f"nested deeper than {MAX_CONFIG_DEPTH} levels"):
         load_config(GRADER + "          a: " + "[" * (lists + 1) + "]" * (lists + 1) + "\n")
+
+
+@pytest.mark.parametrize("attack", ["alias-bomb", "fifo", "deep-yaml"])
+def test_a_case_file_is_read_with_the_configs_bounds(attack: str, tmp_path: Path) -> None:
+    """`grade --cases FILE` reads a case file as a config is read: a regular file, YAML
+    bounded as it parses (it was a plain yaml.safe_load on whatever the path named)."""
+    from otel_tooleval.cases import read_cases
+
+    path = tmp_path / "cases.yaml"
+    if attack == "fifo":
+        os.mkfifo(path)
+    elif attack == "alias-bomb":
+        lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+        lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 9)]
+        path.write_text("\n".join(lines) + "\ncases: []\n")
+    else:
+        path.write_text("cases: " + "[" * 1000 + "]" * 1000 + "\n")
+    began = time.monotonic()
+    with pytest.raises(ConfigError):
+        read_cases(path)
+    assert time.monotonic() - began < 5
