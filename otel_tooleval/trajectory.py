@@ -231,7 +231,7 @@ def run_from(
         dropped_calls=dropped_calls,
         steps=max(len(models), 1),
         root_attributes=root.attributes,
-        outputs=SpanOutputs(root, models),
+        outputs=SpanOutputs(root, models, nested),
         reading=reading,
     )
 
@@ -282,24 +282,31 @@ def _responses(records: list[SpanRecord], root_id: int, policy: RunPolicy
 class SpanOutputs:
     """A run's final output and assistant texts, read from its spans once, when first asked."""
 
-    __slots__ = ("_asked", "_final", "_models", "_root", "_texts")
+    __slots__ = ("_asked", "_final", "_models", "_nested", "_root", "_texts")
 
-    def __init__(self, root: SpanRecord, models: list[SpanRecord]) -> None:
+    def __init__(self, root: SpanRecord, models: list[SpanRecord],
+                 nested: Mapping[int, list[SpanRecord]] | None = None) -> None:
         self._root = root
         self._models = models
+        self._nested = nested or {}
         self._final: str | None | object = _UNREAD
         self._texts: tuple[str, ...] | None = None
         self._asked: str | None | object = _UNREAD
 
     def first_user_message(self) -> str | None:
         """What the run was asked: the root's input, else its first model call's input
-        (``conventions.inputs``)."""
+        (``conventions.inputs``). A model span that records none is read through the model
+        spans nested in it (a wrapper's span around the client's, as for its response)."""
         if self._asked is _UNREAD:
             asked = first_user_message(self._root.attributes, self._root.events)
             for record in self._models:
                 if asked is not None:
                     break
                 asked = first_user_message(record.attributes, record.events)
+                for inner in self._nested.get(record.span_id, ()):
+                    if asked is not None:
+                        break
+                    asked = first_user_message(inner.attributes, inner.events)
             self._asked = asked
         return self._asked  # type: ignore[return-value]
 

@@ -147,6 +147,12 @@ def test_two_matching_cases_make_the_run_ambiguous() -> None:
     "openllmetry_langgraph",   # OpenLLMetry / Traceloop over LangGraph
     "mlflow",                  # the framework's own mlflow.spanInputs
     "vercel_ai",
+    "haystack",                # the root's haystack.component.input (an input-named attribute)
+    "langfuse",                # the model call's langfuse.observation.input
+    "adk_legacy",              # the model call's gcp.vertex.agent.llm_request (Gemini contents)
+    "vercel_ai/legacy",        # the root's ai.prompt
+    "llamaindex",              # llm.input_messages only on the model span nested in another
+    "strands",                 # a gen_ai.user.message event holding content blocks
 ])
 def test_runs_match_by_their_first_user_message(framework: str, tmp_path: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:

@@ -9,15 +9,26 @@ are read in this order, the first that holds a user message winning:
   ``message.contents.M.message_content.text`` blocks);
 - OpenLLMetry's flattened ``gen_ai.prompt.N.role|content``;
 - an agent's input as the frameworks record it: ``input.value`` (OpenInference),
-  ``traceloop.entity.input``, ``haystack.agent.input``, ``mlflow.spanInputs``, a
-  ``gen_ai.user.message`` event: plain text is the message itself; JSON is searched for the
-  first message whose role is the user's (``user``, ``human``, LangChain's ``HumanMessage``,
-  ``["user", "text"]`` pairs, Gemini's ``contents``).
+  ``traceloop.entity.input``, ``haystack.agent.input``, ``mlflow.spanInputs``: plain text is
+  the message itself; JSON is searched for the first message whose role is the user's
+  (``user``, ``human``, LangChain's ``HumanMessage``, ``["user", "text"]`` pairs, Gemini's
+  ``contents``);
+- a ``gen_ai.user.message`` event (the role is the event's): its ``content`` is the message,
+  as text or as a list of content blocks (``[{"text": ...}]``);
+- last, any other attribute whose name says it holds an input or a request and whose value is
+  JSON (rule, not a list of frameworks: a last dotted segment ending in ``input``,
+  ``inputs``, ``input_data``, ``request`` or ``prompt``, or ``value`` / ``messages`` under
+  one, and no ``output`` / ``response`` / ``completion`` / ``result`` anywhere in the name:
+  ``haystack.component.input``, ``langfuse.observation.input``,
+  ``gcp.vertex.agent.llm_request``, ``ai.prompt``), searched as above; plain text there is
+  not taken (``gen_ai.prompt.0.content`` may be a system prompt), so a message needs a
+  user's role or a framework's prompt key (``query``, ``prompt``, ``input``...).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 from ..model import SpanEvent
@@ -61,10 +72,42 @@ def first_user_message(attributes: Mapping[str, Any],
         for name, key in _EVENTS:
             if event_name == name and key in event_attrs:
                 value = decode_value(event_attrs[key])
-                text = value.strip() if isinstance(value, str) else _user_text(value, 0)
+                # The user's event holds the message itself (its role is the event's name):
+                # text, or content blocks; the inference event holds a list of messages.
+                if isinstance(value, str):
+                    text = value.strip()
+                else:
+                    text = (_content_text(value) if name == "gen_ai.user.message" else None) \
+                        or _user_text(value, 0)
+                if text:
+                    return text
+    for key, raw in attributes.items():
+        if isinstance(raw, str) and raw and _names_input(key):
+            value = decode_value(raw)
+            if isinstance(value, (Mapping, list)):
+                text = _user_text(value, 0)
                 if text:
                     return text
     return None
+
+
+_INPUT_ENDINGS = ("input", "inputs", "input_data", "request", "prompt")
+_OUTPUT_WORDS = ("output", "response", "completion", "result")
+
+
+@lru_cache(maxsize=4096)
+def _names_input(key: str) -> bool:
+    """Whether an attribute's name says it holds an input (module docstring's last rule)."""
+    if key in _INPUT_KEYS or key == "gen_ai.input.messages":
+        return False          # read above, by their own rules
+    low = key.lower()
+    if any(word in low for word in _OUTPUT_WORDS):
+        return False
+    segments = low.split(".")
+    last = segments[-1]
+    if last in ("value", "messages") and len(segments) > 1:
+        last = segments[-2]
+    return last.endswith(_INPUT_ENDINGS)
 
 
 def _indexed(attrs: Mapping[str, Any], prefix: str, role_key: str,
