@@ -7,13 +7,15 @@ similarity (``difflib``'s ratio) of the run's first user message to each case's 
 pattern, and of the run's value of each attribute a case matches on to that case's value, with
 what the run would need for that case to match it.
 
-The nearest case costs one comparison per case; it is worked out for the first
-``MAX_NEAREST`` unmatched runs only, so that a large unmatched input stays quick to inspect.
+The nearest case costs one linear comparison (``quick_ratio``) per case and the full ratio for
+the best ten; it is worked out for the first ``MAX_NEAREST`` unmatched runs only, so that a
+large unmatched input stays quick to inspect.
 """
 
 from __future__ import annotations
 
 import difflib
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,8 +26,9 @@ from .model import AgentRun
 __all__ = ["MAX_NEAREST", "CaseFinding", "Nearest", "explain_case", "nearest_case"]
 
 #: Unmatched runs given a nearest case; past them, ``CaseFinding.nearest`` stays None.
-MAX_NEAREST = 200
+MAX_NEAREST = 100
 _MESSAGE_CHARS = 2000     # the part of a long message compared (difflib is quadratic)
+_SHORTLIST = 10           # message cases given the full ratio, the best by quick_ratio
 _WHY_CHARS = 120          # the part of the message quoted in a regex match's reason
 
 
@@ -114,8 +117,11 @@ def nearest_case(cases: Sequence[Case], run: AgentRun, message: str | None) -> N
     by_message = difflib.SequenceMatcher(autojunk=False)
     if text is not None:
         by_message.set_seq2(text)      # the matcher caches what it learns of seq2
+    # Message cases are ranked by quick_ratio (a bound on ratio, linear), and only the
+    # best _SHORTLIST get the full (quadratic) ratio.
+    ranked: list[tuple[float, int, Case]] = []
     best: tuple[float, Case] | None = None
-    for case in cases:
+    for n, case in enumerate(cases):
         m = case.match
         if m.way == "attribute":
             assert m.key is not None
@@ -124,14 +130,14 @@ def nearest_case(cases: Sequence[Case], run: AgentRun, message: str | None) -> N
                 continue
             ratio = difflib.SequenceMatcher(None, have[:_MESSAGE_CHARS], m.value,
                                             autojunk=False).ratio()
-        elif text is None:
-            continue
-        else:
+            if best is None or ratio > best[0]:
+                best = (ratio, case)
+        elif text is not None:
             by_message.set_seq1(m.value[:_MESSAGE_CHARS])
-            floor = best[0] if best is not None else -1.0
-            if by_message.real_quick_ratio() <= floor or by_message.quick_ratio() <= floor:
-                continue
-            ratio = by_message.ratio()
+            ranked.append((-by_message.quick_ratio(), n, case))
+    for _, _, case in heapq.nsmallest(_SHORTLIST, ranked):
+        by_message.set_seq1(case.match.value[:_MESSAGE_CHARS])
+        ratio = by_message.ratio()
         if best is None or ratio > best[0]:
             best = (ratio, case)
     if best is None:
