@@ -309,6 +309,11 @@ def _inspect(args: argparse.Namespace) -> int:
     from .outputs.inspect_report import render_inspect_json, render_inspect_table
 
     config = (_load_config(args.config, allow_no_graders=True) if args.config else None)
+    if args.cases:
+        from .config import with_cases
+        from .inspection import default_config
+
+        config = with_cases(config if config is not None else default_config(), args.cases)
     shown: list[str] = []
     lines = _ProblemLines()
 
@@ -567,6 +572,9 @@ def _parser() -> argparse.ArgumentParser:
     inspect.add_argument("files", nargs="+", metavar="FILE", help="trace files; - for stdin")
     inspect.add_argument("--config", "-c",
                          help="config whose runs: section cuts the runs (default: defaults)")
+    inspect.add_argument("--cases", metavar="FILE",
+                         help="eval cases (as grade --cases): which case each run matched and "
+                              "why, the nearest case for a run with none (docs/cases.md)")
     inspect.add_argument("--format", "-f", choices=["table", "json"], default="table")
     inspect.add_argument("--input-format", choices=list(FORMATS), help="skip format detection")
     _max_line_bytes(inspect)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .case_inspection import MAX_NEAREST, CaseFinding, explain_case
 from .config import ToolEvalConfig, config_from_mapping
 from .conventions import MARKER_KEYS, TOOL_CONVENTIONS, span_kind
 from .conventions.calls import tool_row
@@ -91,6 +92,9 @@ class InspectedRun:
     excluded: bool = False
     #: The attribute the session key was read from (``sessions.keys``).
     session_attribute: str | None = None
+    #: Which case the run matched and why (``case_inspection``); None without cases, or for
+    #: a run that is not graded.
+    case: CaseFinding | None = None
 
 
 @dataclass(slots=True)
@@ -148,6 +152,8 @@ class Inspection:
     runs: list[InspectedRun] = field(default_factory=list)
     unrecognised: Unrecognised = field(default_factory=Unrecognised)
     problems: list[InputProblem] = field(default_factory=list)
+    #: The ids of the config's cases, in order (None: no ``cases:``, no ``--cases``).
+    case_ids: list[str] | None = None
 
     @property
     def graded_runs(self) -> list[InspectedRun]:
@@ -166,6 +172,21 @@ class Inspection:
             entry["runs"] += 1
             entry["tool_calls"] += len(item.run.calls)
         return list(out.values())
+
+    def cases(self) -> list[dict[str, Any]] | None:
+        """Per case, in the order of the case set: ``id``, ``status`` (``matched`` or
+        ``missing``) and ``runs`` (each run's number in ``runs``, from 1, with its ids);
+        None without cases."""
+        if self.case_ids is None:
+            return None
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for n, item in enumerate(self.runs, 1):
+            if item.case is not None and item.case.case is not None:
+                runs.setdefault(item.case.case, []).append(
+                    {"run": n, "trace_id": item.run.trace_id_hex,
+                     "root_span_id": item.run.root_span_id_hex})
+        return [{"id": ident, "status": "matched" if ident in runs else "missing",
+                 "runs": runs.get(ident, [])} for ident in self.case_ids]
 
 
 def _sample(value: Any) -> Any:
@@ -252,7 +273,22 @@ def inspect_files(paths: Iterable[str], config: ToolEvalConfig | None = None, *,
                              f"({len(out.problems) - problems_before} problems)")
     out.traces = len(trace_ids)
     out.runs.sort(key=lambda r: (r.run.start_ns, r.run.trace_id, r.run.root_span_id))
+    if config.cases is not None:
+        _find_cases(config, out)
     return out
+
+
+def _find_cases(config: ToolEvalConfig, out: Inspection) -> None:
+    """Each graded run's case with why; the nearest case for the first ``MAX_NEAREST``
+    runs with none."""
+    cases = config.cases
+    assert cases is not None
+    out.case_ids = [c.id for c in cases.cases]
+    nearest_left = MAX_NEAREST
+    for item in out.graded_runs:
+        item.case = explain_case(cases, item.run, nearest=nearest_left > 0)
+        if item.case.status == "no case":
+            nearest_left -= 1
 
 
 _PATTERNS = tuple(re.compile(fnmatch.translate(p), re.IGNORECASE) for p in CANDIDATE_PATTERNS)

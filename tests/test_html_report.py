@@ -182,3 +182,58 @@ def test_the_extra_mark_is_grey_and_in_the_legend() -> None:
     assert "--bad" not in rules["bar-extra"] and "--plain" in rules["bar-extra"]
     assert "--bad" in rules["m-broke"]
     assert '<span class="m m-extra">+</span> extra, allowed by a passing grader' in text
+
+
+# -- grouped by eval case (docs/cases.md) -----------------------------------------------------
+
+FRAMEWORKS = Path(__file__).parent / "data" / "frameworks"
+# The pydantic_ai recording's root carries this conversation id; the crewai one does not.
+CONVERSATION = "01a214de-e8a5-71ed-831b-2bf9f46e51a8"
+CASES_CONFIG = """\
+graders:
+  - {name: trajectory, type: tool_trajectory, mode: in_order, expected: [{tool: never_called}]}
+cases:
+  - id: weather
+    match: {attribute: {key: gen_ai.conversation.id, value: CONVERSATION}}
+    expect: {trajectory: {expected: [{tool: get_weather}]}}
+  - {id: booking, match: {first_user_message: Book Lisbon for 2 nights}}
+""".replace("CONVERSATION", CONVERSATION)
+
+
+def _case_page(tmp_path: Path, config: str) -> str:
+    from otel_tooleval.cli import main
+
+    (tmp_path / "config.yaml").write_text(config)
+    out = tmp_path / "report.html"
+    main(["grade", str(FRAMEWORKS / "pydantic_ai" / "traces.jsonl"),
+          str(FRAMEWORKS / "crewai" / "traces.jsonl"), "-c", str(tmp_path / "config.yaml"),
+          "-f", "html", "-o", str(out)])
+    return out.read_text(encoding="utf-8")
+
+
+def test_with_cases_the_page_has_a_section_per_case_and_one_for_runs_with_none(
+        tmp_path: Path) -> None:
+    text = _case_page(tmp_path, CASES_CONFIG)
+    check_html(text)
+    sections = text.split('<section class="case ')[1:]
+    assert [s[:s.index('"')] for s in sections] == ["c-pass", "c-missing", "c-none"]
+    weather, booking, loose = sections
+    assert "<h2>" in weather and "Case weather</h2>" in weather
+    assert 'class="badge b-pass">PASS</span> Case weather' in weather
+    assert weather.count('<details class="run') == 1        # its run, in its section
+    assert "trajectory" in weather and "1.00" in weather     # its grader's worst result
+    assert "MISSING</span> Case booking" in booking and "No run matched this case." in booking
+    assert '<details class="run' not in booking
+    assert "Runs with no case" in loose and loose.count('<details class="run') == 1
+    # the case table before the runs: one row per case and one for the runs with no case
+    table = text[text.index('<table class="index cases">'):]
+    table = table[:table.index("</table>")]
+    assert table.count("<tr class=") == 3
+    assert '<a href="#case-1">weather</a>' in table and 'href="#case-none"' in table
+
+
+def test_without_cases_the_page_has_no_case_section(tmp_path: Path) -> None:
+    text = _case_page(tmp_path, CASES_CONFIG[:CASES_CONFIG.index("cases:")])
+    check_html(text)
+    assert '<section class="case' not in text and 'class="index cases"' not in text
+    assert text.count('<details class="run') == 2

@@ -9,6 +9,7 @@ Every value from spans is escaped; argument and result values are never shown.
 from __future__ import annotations
 
 import heapq
+import io
 import math
 from collections.abc import Mapping, Sequence
 from html import escape
@@ -44,13 +45,28 @@ def _asset(name: str) -> str:
 
 
 def _badge(label: str) -> str:
-    kind = label if label in ("pass", "fail", "error") else "other"
+    kind = label if label in ("pass", "fail", "error") else (
+        "fail" if label == "missing" else "other")
     return f'<span class="badge b-{kind}">{_h(label.upper())}</span>'
 
 
 def render_html(reports: Sequence[RunReport], aggregate: Mapping[str, Any], *,
-                problems: Sequence[str] = (), title: str = "otel-tooleval report") -> str:
-    """The whole report as one HTML document."""
+                problems: Sequence[str] = (), title: str = "otel-tooleval report",
+                cases: list[dict[str, Any]] | None = None) -> str:
+    """The whole report as one HTML document; with ``cases`` (``CaseTally.result``), its runs
+    grouped by case (``HtmlWriter``)."""
+    if cases is not None:
+        writer = HtmlWriter(title=title)
+        writer.expect_cases()
+        try:
+            for report in reports:
+                writer.add(report)
+            writer.add_cases(cases)
+            out = io.StringIO()
+            writer.write(out, aggregate, problems=problems)
+        finally:
+            writer.close()
+        return out.getvalue()
     failed_runs = sum(1 for r in reports if not r.passed)
     shown = _pick(reports, MAX_RUN_SECTIONS)
     types = {r.name: r.type for report in reports for r in report.results}
@@ -78,8 +94,12 @@ class HtmlWriter(ReportWriter):
         # the first MAX_RUN_SECTIONS runs by key, failing and passing: (reversed key, section)
         self.failing: list[tuple[_Reversed, str]] = []
         self.passing: list[tuple[_Reversed, str]] = []
+        # with cases: each run's case id by its key (None: no case)
+        self.case_of: dict[tuple[Any, ...], str | None] = {}
 
     def part(self, report: RunReport, key: tuple[Any, ...]) -> str:
+        if self.cases is not None:
+            self.case_of[key] = report.case
         for result in report.results:
             self.types[result.name] = result.type
         heap = self.passing if report.passed else self.failing
@@ -100,6 +120,9 @@ class HtmlWriter(ReportWriter):
         seen_failing = seen_passing = 0
         rows: list[str] = []
         sections: list[str] = []
+        # with cases: each case's index rows and sections (None: the runs with no case)
+        rows_by: dict[str | None, list[str]] = {}
+        sections_by: dict[str | None, list[str]] = {}
         open_all = total <= _OPEN_ALL_UP_TO
         for i, (key, text) in enumerate(self.spool):
             passed = text[0] == "1"
@@ -110,15 +133,24 @@ class HtmlWriter(ReportWriter):
                 seen_failing += 1
                 listed = seen_failing <= MAX_INDEX_ROWS
             section = drawn.get(key)
+            case = self.case_of.get(key)
             if section is not None:
-                sections.append(_run(i, passed, section, open_all))
+                sections_by.setdefault(case, sections).append(_run(i, passed, section, open_all))
             if listed:
-                rows.append(_index_row(i, passed, text[1:], section is not None))
-        index = _index_table(total, rows)
+                rows_by.setdefault(case, rows).append(
+                    _index_row(i, passed, text[1:], section is not None))
+            if self.cases is not None:    # each case its own lists, made as its first run comes
+                rows, sections = [], []
+        drawn_count = len(drawn)
+        if self.cases is not None:
+            index = _case_table(self.cases, rows_by)
+            sections = _case_sections(self.cases, rows_by, sections_by, total)
+        else:
+            index = _index_table(total, rows)
         if self.sessions is not None:
             index = _session_table(self.sessions) + index
         out.write(_page(total, failed, aggregate, self.types, problems, self.title, index,
-                        sections))
+                        sections, drawn_count))
 
 
 class _Reversed:
@@ -134,7 +166,8 @@ class _Reversed:
 
 
 def _page(total: int, failed_runs: int, aggregate: Mapping[str, Any], types: Mapping[str, str],
-          problems: Sequence[str], title: str, index: str, sections: Sequence[str]) -> str:
+          problems: Sequence[str], title: str, index: str, sections: Sequence[str],
+          drawn: int | None = None) -> str:
     gates = aggregate_gates(aggregate)
     failed_gates = sum(1 for g in gates if not g.passed)
     passed = not failed_runs and not failed_gates
@@ -160,8 +193,9 @@ def _page(total: int, failed_runs: int, aggregate: Mapping[str, Any], types: Map
         f'{_legend()}</div>'),
         '<section class="runs" aria-label="runs">',
     ]
-    if len(sections) < total:
-        parts.append(f'<p class="more">Timelines of {len(sections)} of {total} runs, failing '
+    drawn = len(sections) if drawn is None else drawn
+    if drawn < total:
+        parts.append(f'<p class="more">Timelines of {drawn} of {total} runs, failing '
                      "runs first; the JSON and JUnit outputs hold every run.</p>")
     parts.extend(sections)
     parts.append("</section></main>")
@@ -291,6 +325,67 @@ def _index_table(total: int, rows: Sequence[str]) -> str:
         f"Runs: {len(rows)} of {total} listed, failing runs first")
     return (f'<table class="index"><caption>{caption}</caption><thead><tr>{head}</tr></thead>'
             "<tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _case_table(cases: Sequence[Mapping[str, Any]],
+                rows_by: Mapping[str | None, Sequence[str]]) -> str:
+    """The cases, one row each: status, id (a link to its section), match, runs, each grader's
+    worst verdict over the case's runs; then the runs with no case."""
+    head = "".join(f"<th scope=col{' class=num' if num else ''}>{name}</th>" for name, num in (
+        ("status", False), ("case", False), ("match", False), ("runs", True),
+        ("graders (worst run)", False)))
+    rows = []
+    for n, entry in enumerate(cases[:MAX_INDEX_ROWS], 1):
+        status = str(entry.get("status", ""))
+        verdicts = "".join(f"<li>{_badge(str(r.get('label', '')))} {_h(r.get('name'))} "
+                           f"{_meter(r.get('score'))}</li>" for r in entry.get("results", ()))
+        rows.append(f'<tr class="r-{"pass" if status == "pass" else "fail"}">'
+                    f"<td>{_badge(status)}</td><td><a href=\"#case-{n}\">{_h(entry['id'])}</a>"
+                    f"</td><td class=muted>{_h(entry.get('match', ''))}</td>"
+                    f"<td class=num>{len(entry.get('runs', ()))}</td>"
+                    f"<td><ul>{verdicts}</ul></td></tr>")
+    loose = len(rows_by.get(None, ()))
+    if loose:
+        rows.append(f'<tr class="r-other"><td>{_badge("no case")}</td><td><a href="#case-none">'
+                    f"runs with no case</a></td><td class=muted>matched no case: the shared "
+                    f"graders only</td><td class=num>{loose}</td><td></td></tr>")
+    caption = "Cases" if len(cases) <= MAX_INDEX_ROWS else (
+        f"Cases: {MAX_INDEX_ROWS} of {len(cases)} listed")
+    return (f'<table class="index cases"><caption>{caption}</caption><thead><tr>{head}</tr>'
+            "</thead><tbody>" + "".join(rows) + "</tbody></table>")
+
+
+def _case_sections(cases: Sequence[Mapping[str, Any]],
+                   rows_by: Mapping[str | None, Sequence[str]],
+                   sections_by: Mapping[str | None, Sequence[str]], total: int) -> list[str]:
+    """A section per case (its status, match, per-grader verdicts, its runs), then one for the
+    runs with no case."""
+    out = []
+    for n, entry in enumerate(cases, 1):
+        ident, status = entry["id"], str(entry.get("status", ""))
+        results = entry.get("results", ())
+        verdicts = "".join(
+            f'<li class="v v-{_h(r.get("label", ""))}">{_badge(str(r.get("label", "")))}'
+            f'<span class="vname">{_h(r.get("name"))}</span>'
+            f'<span class="vscore">{_meter(r.get("score"))}</span></li>' for r in results)
+        body = (f'<ol class="verdicts">{verdicts}</ol>' if verdicts else "")
+        if status == "missing":
+            body = '<p class="empty">No run matched this case.</p>'
+        runs = rows_by.get(ident, ())
+        out.append(f'<section class="case c-{_h(status)}" id="case-{n}" aria-label="case">'
+                   f"<h2>{_badge(status)} Case {_h(ident)}</h2>"
+                   f'<p class="muted">match: {_h(entry.get("match", ""))}; '
+                   f"{len(entry.get('runs', ()))} run(s)</p>{body}"
+                   + (_index_table(len(runs), runs) if runs else "")
+                   + "".join(sections_by.get(ident, ())) + "</section>")
+    loose = rows_by.get(None, ())
+    if loose or sections_by.get(None):
+        out.append('<section class="case c-none" id="case-none" aria-label="case">'
+                   f"<h2>{_badge('no case')} Runs with no case</h2>"
+                   '<p class="muted">These runs matched no case: the shared graders graded '
+                   "them.</p>" + _index_table(len(loose), loose)
+                   + "".join(sections_by.get(None, ())) + "</section>")
+    return out
 
 
 def _session_table(sessions: Sequence[SessionReport]) -> str:

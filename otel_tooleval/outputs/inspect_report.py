@@ -6,6 +6,7 @@ import textwrap
 from collections.abc import Sequence
 from typing import Any
 
+from ..case_inspection import CaseFinding
 from ..inspection import InspectedRun, Inspection, hints, suggested_conventions
 from ..model import Reading, ToolCall, text_of
 from ..suggestion import suggestion_yaml
@@ -19,11 +20,12 @@ _INDENT = "    "
 _WIDTH = 100
 _VALUE_CHARS = 80
 _MAX_PROBLEMS = 50
+_MAX_CASES = 500
 
 
 def _run_dict(item: InspectedRun) -> dict[str, Any]:
     run = item.run
-    return {
+    out = {
         "trace_id": run.trace_id_hex,
         "root_span_id": run.root_span_id_hex,
         "root_name": run.root_name,
@@ -34,12 +36,15 @@ def _run_dict(item: InspectedRun) -> dict[str, Any]:
                   for call, convention in zip(run.calls, item.conventions, strict=True)],
         "reading": {**run.reading.to_dict(), **run.reading.notes()},
     }
+    if item.case is not None:
+        out["case"] = item.case.to_dict()
+    return out
 
 
 def inspect_document(found: Inspection, problems: Sequence[str]) -> dict[str, Any]:
     """The JSON document of ``inspect --format json`` as plain data."""
     unrecognised = found.unrecognised
-    return {
+    doc: dict[str, Any] = {
         "files": found.files,
         "spans": found.spans,
         "traces": found.traces,
@@ -60,6 +65,10 @@ def inspect_document(found: Inspection, problems: Sequence[str]) -> dict[str, An
         },
         "problems": list(problems),
     }
+    cases = found.cases()
+    if cases is not None:
+        doc["cases"] = cases
+    return doc
 
 
 def render_inspect_json(found: Inspection, problems: Sequence[str]) -> str:
@@ -100,6 +109,30 @@ def _run_lines(i: int, item: InspectedRun) -> list[str]:
     for n, (call, convention) in enumerate(zip(run.calls, item.conventions, strict=True), 1):
         lines.extend(_call_lines(n, call, convention))
     lines.extend(_reading_lines(run.reading))
+    if item.case is not None:
+        lines.extend(_case_lines(item.case))
+    return lines
+
+
+def _case_lines(finding: CaseFinding) -> list[str]:
+    """Which case the run matched and why; for none, the nearest case and what it needs."""
+    message = ("(none recorded)" if finding.first_user_message is None
+               else repr(shorten(one_line(finding.first_user_message), _VALUE_CHARS)))
+    if finding.status == "matched":
+        return [f"{_INDENT}case: {one_line(finding.cases[0])}  by {one_line(finding.why[0])}"]
+    if finding.status == "ambiguous":
+        lines = [(f"{_INDENT}case: ambiguous, {len(finding.cases)} cases match "
+                 "(an input problem: make their matches exclusive):")]
+        lines.extend(f"{_INDENT}  {one_line(why)}" for why in finding.why)
+        return lines
+    lines = [f"{_INDENT}case: no case  first user message: {message}"]
+    near = finding.nearest
+    if near is not None:
+        lines.append(f"{_INDENT}  nearest case: {one_line(near.case)} (similarity "
+                     f"{near.similarity:.2f}), would match with {one_line(near.needs)}")
+    for key, value in finding.attributes.items():
+        have = "not carried" if value is None else repr(shorten(one_line(value), _VALUE_CHARS))
+        lines.append(f"{_INDENT}  attribute {one_line(key)} (cases match on it): {have}")
     return lines
 
 
@@ -154,6 +187,24 @@ def _unrecognised_lines(found: Inspection) -> list[str]:
     return lines
 
 
+def _cases_lines(found: Inspection, cases: Sequence[dict[str, Any]]) -> list[str]:
+    """The cases: counts, then each case with the runs it matched, or ``missing``."""
+    matched = sum(1 for c in cases if c["status"] == "matched")
+    statuses = [item.case.status for item in found.runs if item.case is not None]
+    lines = [(f"cases ({len(cases)}): {matched} matched a run, {len(cases) - matched} missing; "
+             f"runs: {statuses.count('no case')} with no case, "
+             f"{statuses.count('ambiguous')} ambiguous")]
+    for entry in cases[:_MAX_CASES]:
+        runs = ", ".join(f"run {r['run']}" for r in entry["runs"][:10])
+        if len(entry["runs"]) > 10:
+            runs += f" and {len(entry['runs']) - 10} more"
+        lines.append(f"{_INDENT}{one_line(entry['id'])}  "
+                     + (runs if entry["runs"] else "missing: no run matched it"))
+    if len(cases) > _MAX_CASES:
+        lines.append(f"{_INDENT}… and {len(cases) - _MAX_CASES} more (--format json lists all)")
+    return lines
+
+
 def render_inspect_table(found: Inspection, problems: Sequence[str]) -> str:
     """A header, each run with its calls, the spans not used, the input problems."""
     graded = len(found.graded_runs)
@@ -173,6 +224,10 @@ def render_inspect_table(found: Inspection, problems: Sequence[str]) -> str:
         lines.extend(f"{_INDENT}{one_line(str(s['attribute']))}={one_line(s['session'])}  "
                      f"agent={one_line(s['agent'] or '(unnamed)')}  runs={s['runs']}  "
                      f"calls={s['tool_calls']}" for s in sessions)
+        lines.append("")
+    cases = found.cases()
+    if cases is not None:
+        lines.extend(_cases_lines(found, cases))
         lines.append("")
     lines.extend(_unrecognised_lines(found))
     if problems:
