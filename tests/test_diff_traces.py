@@ -215,3 +215,28 @@ def test_input_kind_by_content(tmp_path: Path, content: bytes, kind: str) -> Non
 
 def test_input_kind_of_a_missing_file_is_unknown(tmp_path: Path) -> None:
     assert input_kind(str(tmp_path / "nope")) == "unknown"
+
+
+def test_a_config_problem_met_while_grading_is_exit_2(
+        suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # tool-calls' `command` filter needs a string `command` argument, which get_weather has not:
+    # a config that does not fit the runs (as grade says, exit 2), not a regression.
+    cfg = tmp_path / "g.yaml"
+    cfg.write_text("graders:\n  - {name: runs-tests, type: tool-calls, "
+                   "config: {required: [{name: get_weather, command: 'npm test'}]}}\n")
+    code, out, err = run_cli(capsys, "diff", str(suite / "v1.jsonl"), str(suite / "v2.jsonl"),
+                             "-c", str(cfg))
+    assert code == 2 and out == ""
+    assert err.startswith(f"otel-tooleval diff: {suite / 'v1.jsonl'}: config problem found "
+                          "while grading: runs-tests: ")
+
+
+def test_a_file_neither_grade_json_nor_traces_is_named_with_or_without_config(
+        suite: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    odd = tmp_path / "odd.json"
+    odd.write_text('{"foo": 1}\n')
+    code, _, err = run_cli(capsys, "diff", str(odd), str(suite / "v1.jsonl"), "-c", CONFIG)
+    assert code == 2 and err == f"otel-tooleval diff: {odd}: no span could be read (1 problems)\n"
+    code, _, err = run_cli(capsys, "diff", str(odd), str(odd))
+    assert code == 2 and err == (f"otel-tooleval diff: {odd}: not an otel-tooleval grade "
+                                 "--format json document (no top-level runs list)\n")
