@@ -335,12 +335,24 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from .diff import DiffInputError, diff_files
+    from .diff import DiffInputError
+    from .diff_inputs import diff_inputs
     from .outputs.diff_report import RENDERERS
 
+    if args.cases and not args.config:
+        print("otel-tooleval diff: --cases needs --config FILE (they grade trace files)",
+              file=sys.stderr)
+        return 2
+    config = None
+    if args.config:
+        config = _load_config(args.config, [args.baseline, args.candidate])
+        if args.cases:
+            from .config import with_cases
+
+            config = with_cases(config, args.cases)
     try:
-        report = diff_files(args.baseline, args.candidate, threshold=args.threshold,
-                            fail_on=args.fail_on)
+        report = diff_inputs(args.baseline, args.candidate, config, threshold=args.threshold,
+                             fail_on=args.fail_on)
     except DiffInputError as exc:
         print(f"otel-tooleval diff: {exc}", file=sys.stderr)
         return 2
@@ -669,16 +681,19 @@ def _parser() -> argparse.ArgumentParser:
                            help="no line per graded run (--log-level warning)")
     serve.set_defaults(func=_serve)
     diff = sub.add_parser(
-        "diff", help="per-case regressions between two grade --format json files",
-        description="Compare two grade --format json documents, a baseline and a candidate: "
+        "diff", help="per-case regressions between two grade --format json files (or two "
+                     "trace files and a config)",
+        description="Compare two grade --format json documents, a baseline and a candidate "
+                    "(or trace files, graded with --config first, told apart by content): "
                     "cases paired by id (documents without cases: runs by agent and first "
                     "user message), each grader's score before and after, regressed, improved "
                     "or same. Exit 0 when no case regressed, 1 when one did (--fail-on mean: "
-                    "when the mean delta fell), 2 when a file is not a grade JSON document. "
-                    "See docs/diff.md.")
-    diff.add_argument("baseline", metavar="BASELINE", help="grade --format json of the baseline")
+                    "when the mean delta fell), 2 on input problems (a file that is neither a "
+                    "grade document nor traces that grade cleanly). See docs/diff.md.")
+    diff.add_argument("baseline", metavar="BASELINE",
+                      help="grade --format json of the baseline, or its trace file")
     diff.add_argument("candidate", metavar="CANDIDATE",
-                      help="grade --format json of the candidate")
+                      help="grade --format json of the candidate, or its trace file")
     diff.add_argument("--threshold", type=_threshold, default=0.0, metavar="T",
                       help="a score must fall by more than T to regress (and rise by more "
                            "than T to improve); default 0: any drop")
@@ -689,6 +704,11 @@ def _parser() -> argparse.ArgumentParser:
                       default="table",
                       help="table (default), json, markdown (a pull-request comment), junit")
     diff.add_argument("--output", "-o", help="write the report here instead of stdout")
+    diff.add_argument("--config", "-c",
+                      help="grader config: a side that is a trace file is graded with it, as "
+                           "grade does, before the comparison")
+    diff.add_argument("--cases", metavar="FILE",
+                      help="with --config: eval cases added to the config's (as grade --cases)")
     diff.set_defaults(func=_diff)
     schema = sub.add_parser(
         "schema", help="print the JSON Schema of the config file (for editors)",
