@@ -348,3 +348,17 @@ def test_the_live_on_report_callback_gets_the_runs_case(mode: str) -> None:
     assert by_item["item-7"].passed                      # graded by its case: book expected
     assert (by_item["item-8"].case, by_item["item-8"].ambiguous) == (None, ())
     assert (by_item["item-9"].case, by_item["item-9"].ambiguous) == (None, ("twin-a", "twin-b"))
+
+
+def test_a_case_named_by_the_caller_grades_every_run_unmatched() -> None:
+    """``grade_spans(..., case=id)`` (the pytest plugin's ``case=``) grades each run by that
+    case whatever its match rule says; an id that is no case is refused before grading."""
+    config = load_config({"graders": [TRAJECTORY], "cases": [
+        {"id": "weather", "match": {"first_user_message": "never asked"},
+         "expect": {"trajectory": {"expected": [{"tool": "get_weather"}]}}}]})
+    spans = _spans([{"tools": ["get_weather"]}, {"tools": ["get_weather"]}])
+    assert [r.case for r in grade_spans(spans, config)] == [None, None]
+    forced = grade_spans(spans, config, case="weather")
+    assert [(r.case, r.passed) for r in forced] == [("weather", True)] * 2
+    with pytest.raises(ValueError, match="no case 'nope' among the config's cases"):
+        grade_spans(spans, config, case="nope")
