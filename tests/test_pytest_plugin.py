@@ -412,6 +412,8 @@ def test_a_case_grades_the_tests_runs(suite: pytest.Pytester) -> None:
     suite.mkdir("tests")
     (suite.path / "tests" / "flow.yaml").write_text(FLOW)
     (suite.path / "tests" / "cases.yaml").write_text(CASES)
+    adk = ROOT / "tests" / "data" / "cases" / "adk" / "travel.evalset.json"
+    (suite.path / "tests" / "travel.evalset.json").write_text(adk.read_text())
     (suite.path / "tests" / "test_cases.py").write_text(textwrap.dedent('''
         import pytest
         from opentelemetry import trace
@@ -458,14 +460,23 @@ def test_a_case_grades_the_tests_runs(suite: pytest.Pytester) -> None:
         def test_a_run_matching_two_cases_fails(tooleval):
             agent("lookup", k="x")
             tooleval.assert_passed()
+
+        @pytest.mark.tooleval("flow.yaml", cases="travel.evalset.json", case="small-talk")
+        def test_an_adk_eval_set_case(tooleval):
+            agent()                         # ADK expects no tool call for small talk
+            [report] = tooleval.grade()
+            assert report.case == "small-talk"
+            assert [(r.name, r.passed) for r in report.results] == [
+                ("flow", False), ("tool_trajectory_avg_score", True)]
     '''))
     result = run(suite, "tests")
-    result.assert_outcomes(passed=4, failed=2)
+    result.assert_outcomes(passed=5, failed=2)
     result.stdout.fnmatch_lines_random([
         "PASSED tests/test_cases.py::test_named_case_passes",
         "PASSED tests/test_cases.py::test_runs_matched_to_their_cases",
         "PASSED tests/test_cases.py::test_the_call_gives_cases_and_case",
         "PASSED tests/test_cases.py::test_the_calls_case_wins_over_the_markers",
+        "PASSED tests/test_cases.py::test_an_adk_eval_set_case",
         "E * run 1 of 1 FAILED: case 'audit-case', agent 'helper', trace *, 2 tool calls*",
         "E * - flow [[]tool_trajectory[]] fail*",
         "E * - no-delete [[]tool-calls[]] fail*Disallowed '^delete_' called at #1 (delete_all).",
@@ -630,3 +641,18 @@ def test_message_lists_every_failing_grader_of_every_run() -> None:
         " (t0, t1)"),
         "  - custom [tool] error (ValueError), score 0.00: grader 'custom' raised ValueError",
     ])
+
+
+def test_message_names_each_runs_case_and_fails_an_ambiguous_run() -> None:
+    cased = RunReport(_report("a", ("g", True)).run, _report("a", ("g", True)).results,
+                      case="weather-paris")
+    twice = RunReport(cased.run, cased.results, ambiguous=("a", "b"))
+    assert describe_failures([cased]) is None
+    assert describe_failures([twice]) == (
+        "tooleval: 1 of 1 agent run failed\n"
+        "run 1 of 1 FAILED: agent 'a', trace 00000000000000000000000000000abc, 2 tool calls"
+        " (t0, t1)\n"
+        "  - it matches 2 cases ('a', 'b'): a run belongs to one case; it was graded by the"
+        " shared graders")
+    message = describe_failures([cased, twice])
+    assert message is not None and "run 1 of 2 passed: case 'weather-paris', agent 'a'" in message
