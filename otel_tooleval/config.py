@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -706,15 +706,18 @@ def _is_file(text: str) -> bool:
         return False
 
 
-def with_cases(config: ToolEvalConfig, path: str | os.PathLike[str]) -> ToolEvalConfig:
-    """``config`` with the cases of a case file (``grade --cases``) after its own ``cases:``;
-    a problem in them is located as in the config (``cases[N]``, the file's first case
-    numbered after the config's own).
+def with_cases(config: ToolEvalConfig,
+               source: str | os.PathLike[str] | Sequence[Any]) -> ToolEvalConfig:
+    """``config`` with the cases of a case file (``grade --cases``), or of a list of case
+    entries (the pytest plugin's ``cases=``), after its own ``cases:``; a problem in them is
+    located as in the config (``cases[N]``, the first added case numbered after the config's
+    own).
 
     Raises:
         ConfigError: the file cannot be read, or a case is invalid.
     """
-    entries = _case_entries(path)
+    entries = (_case_entries(source) if isinstance(source, (str, os.PathLike))
+               else list(source))
     doc = dict(config.document or {})
     doc["cases"] = [*(doc.get("cases") or []), *entries]
     return config_from_mapping(doc, config.source, allow_no_graders=True)

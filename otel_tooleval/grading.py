@@ -21,7 +21,8 @@ __all__ = ["BUDGET_EXCEEDED", "grade_records", "grade_run", "grade_spans", "grad
 BUDGET_EXCEEDED = "budget_exceeded"
 
 
-def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
+def grade_run(run: AgentRun, config: ToolEvalConfig, *,
+              case: str | None = None) -> RunReport | None:
     """Grade one run with every grader that applies, and the guard's rules when the config has
     a ``guard:`` section (a result named ``guard``, ``guard_result``); None when the run is not
     graded at all.
@@ -34,14 +35,18 @@ def grade_run(run: AgentRun, config: ToolEvalConfig) -> RunReport | None:
     matches two or more by the shared graders, their ids in ``RunReport.ambiguous``. Regex matches on argument,
     result and message values see at most ``limits.max_match_chars`` characters of each
     (``otel_tooleval.graders.matching``); one match already running cannot be interrupted.
+    ``case``, the id of one of ``config``'s cases, grades the run by that case without
+    matching (the pytest plugin's ``case=``; ``grade_records`` checks that it exists).
     """
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
         return None
     strict = config.runs.strict_reading and not run.reading.agrees
-    graders, case = config.graders, None
+    graders = config.graders
     ambiguous: tuple[str, ...] = ()
-    if config.cases is not None:
+    if case is not None:   # named by the caller: no match rule asked
+        graders = config.case_graders[case]
+    elif config.cases is not None:
         # A case's graders: the shared ones with its parameters, then its own (docs/cases.md).
         found = config.cases.match(run)
         if isinstance(found, Ambiguous):
@@ -122,15 +127,21 @@ def _over_budget(name: str, type_: str, budget_ms: float, *, started: bool) -> G
 def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig, *,
                   on_detached: Callable[[list[SpanRecord]], None] | None = None,
                   on_run: Callable[[RunReport, Sequence[SpanRecord]], None] | None = None,
-                  ) -> list[RunReport]:
+                  case: str | None = None) -> list[RunReport]:
     """Cut complete traces into runs and grade each one.
 
     ``on_detached`` receives the spans of a trace that no root reaches (parent cycles);
-    ``on_run`` each graded run's report with the run's spans (sessions read their keys).
+    ``on_run`` each graded run's report with the run's spans (sessions read their keys);
+    ``case`` grades every run by that case of ``config`` (``grade_run``).
+
+    Raises:
+        ValueError: ``case`` names no case of ``config``.
     """
+    if case is not None and case not in config.case_graders:
+        raise ValueError(f"no case {case!r} among the config's cases")
     reports = []
     for root, members in find_runs(records, config.policy, on_detached=on_detached):
-        report = grade_run(build_run(root, members, config.policy), config)
+        report = grade_run(build_run(root, members, config.policy), config, case=case)
         if report is not None:
             reports.append(report)
             if on_run is not None:
@@ -138,8 +149,11 @@ def grade_records(records: Iterable[SpanRecord], config: ToolEvalConfig, *,
     return reports
 
 
-def grade_spans(spans: Iterable[Any], config: Any) -> list[RunReport]:
-    """Grade finished ``ReadableSpan``s (e.g. from an ``InMemorySpanExporter``).
+def grade_spans(spans: Iterable[Any], config: Any, *,
+                case: str | None = None) -> list[RunReport]:
+    """Grade finished ``ReadableSpan``s (e.g. from an ``InMemorySpanExporter``); ``case``
+    grades every run by that case of the config, matched or not (ValueError when it has no
+    such case).
 
     Spans without a span context (built by hand, as the UiPath SDK's docs build an execution's
     ``agent_trace``) belong to no trace: together they are one run, in their list order, under
@@ -155,12 +169,12 @@ def grade_spans(spans: Iterable[Any], config: Any) -> list[RunReport]:
         record = record_from_span(span)
         # A valid span id is never 0: record_from_span gives 0 to a span without a context.
         (loose if record.span_id == 0 else traced).append(record)
-    reports = grade_records(traced, cfg)
+    reports = grade_records(traced, cfg, case=case)
     if loose:
         ends = [r.end_ns for r in loose if r.end_ns is not None]
         root = SpanRecord(0, 1, 0, "agent_trace", min(r.start_ns for r in loose),
                           max(ends) if ends else None, {})
-        report = grade_run(build_run(root, loose, cfg.policy), cfg)
+        report = grade_run(build_run(root, loose, cfg.policy), cfg, case=case)
         if report is not None:
             reports.append(report)
     return reports

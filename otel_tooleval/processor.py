@@ -521,7 +521,7 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         if verdict is None:   # no grader applies to this run
             self._forward_root(job, root)
             return
-        attributes, events, agent, results, passed = verdict
+        attributes, events, agent, results, passed, case, ambiguous = verdict
         span = root
         if attributes is not None or events is not None:
             end = root.end_time or time.time_ns()
@@ -537,7 +537,7 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         if self._on_report is not None:   # the callback gets the whole run: built here
             run = run_from(entry.root, entry.tools, entry.models, self.config.policy,
                            dropped_calls=entry.dropped)
-            verdicts = RunReport(run, graded)
+            verdicts = RunReport(run, graded, case, tuple(ambiguous))
         else:
             verdicts = _Verdicts(agent, graded, passed)
         self._emit(verdicts, root)

@@ -1,12 +1,22 @@
 """pytest plugin: capture the spans of the code under test and grade its agent runs.
 
 Registered through the ``pytest11`` entry point, it adds the ``tooleval`` fixture, the
-``@pytest.mark.tooleval(config)`` marker and the ``tooleval_config`` ini option::
+``@pytest.mark.tooleval(config, cases=..., case=...)`` marker and the ``tooleval_config`` ini
+option::
 
     def test_agent(tooleval):
         run_my_agent()                         # traced through the global tracer provider,
         run_other_agent(tooleval.provider)     # or through a provider passed explicitly
         tooleval.assert_passed("graders.yaml", runs=2)
+
+    @pytest.mark.tooleval("graders.yaml", cases="cases.yaml", case="weather-paris")
+    def test_paris(tooleval):
+        run_my_agent("What is the weather in Paris?")
+        tooleval.assert_passed()               # graded by that case's expectations
+
+With ``cases=`` (a case file or a list of case entries, docs/cases.md) each run is graded by
+the case it matches, as ``grade --cases`` does; ``case="id"`` grades every run of the test by
+that case, whatever its match rule says.
 
 How spans are captured. OpenTelemetry lets the global tracer provider be set once per process,
 and a ``ProxyTracer`` handed out before that (``trace.get_tracer(__name__)`` at import time)
@@ -51,11 +61,13 @@ if TYPE_CHECKING:
 __all__ = ["ToolEval", "ToolEvalCaptureWarning", "describe_failures", "tooleval"]
 
 ConfigSource = Union["ToolEvalConfig", Mapping[str, Any], str, "os.PathLike[str]"]
+CasesSource = Union[str, "os.PathLike[str]", Sequence[Any]]
 
 INI_OPTION = "tooleval_config"
 MARKER = "tooleval"
 TRACER_NAME = "otel_tooleval.pytest"
 _MAX_NAMES = 20
+_MARKER_KEYS = ("config", "cases", "case")
 
 
 class ToolEvalCaptureWarning(pytest.PytestWarning):
@@ -75,8 +87,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        f"{MARKER}(config): the otel-tooleval grader config (path, YAML text or mapping) that "
-        "the tooleval fixture grades this test's agent runs with",
+        f"{MARKER}(config, cases=None, case=None): the otel-tooleval grader config (path, "
+        "YAML text or mapping) that the tooleval fixture grades this test's agent runs with; "
+        "cases: a case file or list of cases, each run graded by the case it matches; "
+        "case: the id of the case that grades every run of the test",
     )
 
 
@@ -175,24 +189,36 @@ class ToolEval:
         """Forget the spans captured so far (to grade a later phase of the test alone)."""
         self._exporter.clear()
 
-    def grade(self, config: ConfigSource | None = None) -> list[RunReport]:
+    def grade(self, config: ConfigSource | None = None, *, cases: CasesSource | None = None,
+              case: str | None = None) -> list[RunReport]:
         """Grade every agent run in the captured spans.
 
         Args:
             config: a path (looked up next to the test file first), YAML text, a mapping or a
                 loaded config; when None, the ``@pytest.mark.tooleval`` marker's, else the
                 ``tooleval_config`` ini option's, else the file named by ``TOOLEVAL_CONFIG``.
+            cases: eval cases added to the config's own ``cases:``: a case file (YAML, JSON,
+                JSONL or another tool's eval set, looked up next to the test file first) or a
+                list of case entries; when None, the marker's ``cases=``. Each run is graded
+                by the case it matches (``RunReport.case``).
+            case: the id of the case that grades every run, matched or not (its ``expect``
+                merged into the configured graders, then its own graders); when None, the
+                marker's ``case=``. An id that is no case fails the test, naming it.
         """
+        __tracebackhide__ = True
         from .grading import grade_spans
 
-        return grade_spans(self.spans(), self._resolve_config(config))
+        resolved, case = self._resolve(config, cases, case)
+        return grade_spans(self.spans(), resolved, case=case)
 
     def assert_passed(self, config: ConfigSource | None = None, *,
-                      runs: int | None = None) -> list[RunReport]:
-        """Grade, and fail the test unless every grader passed on every run.
+                      runs: int | None = None, cases: CasesSource | None = None,
+                      case: str | None = None) -> list[RunReport]:
+        """Grade, and fail the test unless every grader passed on every run and no run
+        matched two cases.
 
         Args:
-            config: as for :meth:`grade`.
+            config, cases, case: as for :meth:`grade`.
             runs: the number of agent runs expected; when None, at least one.
 
         Returns:
@@ -203,7 +229,7 @@ class ToolEval:
                 and how many runs were found when that is not what was expected.
         """
         __tracebackhide__ = True
-        reports = self.grade(config)
+        reports = self.grade(config, cases=cases, case=case)
         message = describe_failures(reports, runs=runs, spans=len(self.spans()),
                                     captures_global=self.captures_global)
         if message is not None:
@@ -215,30 +241,63 @@ class ToolEval:
         _ROUTER.detach(self._processor)
         self.provider.shutdown()
 
-    def _resolve_config(self, config: ConfigSource | None) -> ToolEvalConfig:
+    def _resolve(self, config: ConfigSource | None, cases: CasesSource | None,
+                 case: str | None) -> tuple[ToolEvalConfig, str | None]:
+        """The config to grade with (the cases added) and the case that grades every run."""
+        __tracebackhide__ = True
+        marked = self._marker()
+        loaded = self._resolve_config(config, marked)
+        here = self._node.path.parent
+        where = "the argument"
+        if cases is None and "cases" in marked:
+            cases, where = marked["cases"], _MARKED
+        if cases is not None:
+            loaded = _add_cases(loaded, cases, here, where)
+        where = "the argument"
+        if case is None and "case" in marked:
+            case, where = marked["case"], _MARKED
+        if case is not None:
+            _check_case(loaded, case, where)
+        return loaded, case
+
+    def _resolve_config(self, config: ConfigSource | None,
+                        marked: Mapping[str, Any]) -> ToolEvalConfig:
         __tracebackhide__ = True
         from .config import ConfigError, load_config
 
         base = self._node.path.parent
         where = "the argument"
         if config is None:
-            config, where, base = self._default_config()
+            config, where, base = self._default_config(marked)
         try:
             return load_config(_near(config, base))
         except ConfigError as exc:
             problem = str(exc)
         pytest.fail(f"tooleval: bad config in {where}: {problem}", pytrace=False)  # no chaining
 
-    def _default_config(self) -> tuple[ConfigSource, str, Path]:
+    def _marker(self) -> dict[str, Any]:
+        """The closest ``@pytest.mark.tooleval``'s config, cases and case (those it gives)."""
         __tracebackhide__ = True
         marker = self._node.get_closest_marker(MARKER)
-        if marker is not None:
-            values = [*marker.args, *marker.kwargs.values()]
-            if len(values) != 1 or set(marker.kwargs) - {"config"}:
-                pytest.fail("tooleval: @pytest.mark.tooleval takes exactly one config "
-                            "(a path, YAML text or a mapping), positional or as config=",
-                            pytrace=False)
-            return values[0], "the @pytest.mark.tooleval marker", self._node.path.parent
+        if marker is None:
+            return {}
+        unknown = sorted(set(marker.kwargs) - set(_MARKER_KEYS))
+        configs = [*marker.args, *([marker.kwargs["config"]] if "config" in marker.kwargs
+                                   else [])]
+        if unknown or len(configs) > 1 or not (configs or set(marker.kwargs) & {"cases", "case"}):
+            extra = f" (unknown: {', '.join(unknown)})" if unknown else ""
+            pytest.fail("tooleval: @pytest.mark.tooleval takes exactly one config (a path, YAML "
+                        "text or a mapping), positional or as config=, and optionally cases= "
+                        f"and case={extra}", pytrace=False)
+        marked = {k: v for k, v in marker.kwargs.items() if k != "config"}
+        if configs:
+            marked["config"] = configs[0]
+        return marked
+
+    def _default_config(self, marked: Mapping[str, Any]) -> tuple[ConfigSource, str, Path]:
+        __tracebackhide__ = True
+        if "config" in marked:
+            return marked["config"], _MARKED, self._node.path.parent
         ini = self._pytest_config.getini(INI_OPTION)
         if isinstance(ini, str) and ini.strip():
             inipath = self._pytest_config.inipath
@@ -251,6 +310,53 @@ class ToolEval:
             "tooleval: no grader config: pass one to tooleval.grade()/assert_passed(), mark "
             "the test with @pytest.mark.tooleval(config), or set the tooleval_config ini option",
             pytrace=False)
+
+
+_MARKED = "the @pytest.mark.tooleval marker"
+
+
+def _add_cases(config: ToolEvalConfig, cases: CasesSource, base: Path,
+               where: str) -> ToolEvalConfig:
+    """``config`` with ``cases`` after its own; a bad case set fails the test, saying where."""
+    __tracebackhide__ = True
+    from .config import ConfigError, with_cases
+
+    if isinstance(cases, (str, os.PathLike)):
+        text = os.fspath(cases)   # next to the test file first, as a config's path
+        source: CasesSource = (os.fspath(base / text)
+                               if not os.path.isabs(text) and _is_file(base / text) else text)
+    elif isinstance(cases, (list, tuple)):
+        source = cases
+    else:
+        pytest.fail(f"tooleval: bad cases in {where}: cases= takes a case file's path or a "
+                    f"list of case entries, got {type(cases).__name__}", pytrace=False)
+    try:
+        return with_cases(config, source)
+    except ConfigError as exc:
+        problem = str(exc)
+    pytest.fail(f"tooleval: bad cases in {where}: {problem}", pytrace=False)
+
+
+def _check_case(config: ToolEvalConfig, case: Any, where: str) -> None:
+    """Fail the test unless ``case`` is the id of one of the config's cases."""
+    __tracebackhide__ = True
+    if not isinstance(case, str):
+        pytest.fail(f"tooleval: case= in {where} takes a case id (a string), got "
+                    f"{type(case).__name__}", pytrace=False)
+    if case in config.case_graders:
+        return
+    ids = [c.id for c in config.cases.cases] if config.cases is not None else []
+    known = (f"the cases are: {', '.join(repr(i) for i in ids[:_MAX_NAMES])}"
+             + (f" ... {len(ids) - _MAX_NAMES} more" if len(ids) > _MAX_NAMES else "")
+             if ids else "there are no cases: give cases= or a config with cases:")
+    pytest.fail(f"tooleval: unknown case {case!r} in {where}: {known}", pytrace=False)
+
+
+def _is_file(path: Path) -> bool:
+    try:
+        return path.is_file()
+    except (OSError, ValueError):   # a name too long or with a NUL byte
+        return False
 
 
 def _near(config: ConfigSource, base: Path) -> ConfigSource:
@@ -286,11 +392,11 @@ def describe_failures(reports: Sequence[RunReport], *, runs: int | None = None,
                       spans: int | None = None, captures_global: bool = True) -> str | None:
     """The assertion message for these reports, or None when they pass.
 
-    They fail when a run failed, when ``runs`` is given and differs from the number of runs,
-    or when ``runs`` is None and there is no run at all (a test that grades nothing must not
-    pass by accident).
+    They fail when a run failed or matched two or more cases (``RunReport.ambiguous``), when
+    ``runs`` is given and differs from the number of runs, or when ``runs`` is None and there
+    is no run at all (a test that grades nothing must not pass by accident).
     """
-    failed = [r for r in reports if not r.passed]
+    failed = [r for r in reports if not r.passed or r.ambiguous]
     count_ok = len(reports) == runs if runs is not None else bool(reports)
     if not failed and count_ok:
         return None
@@ -310,8 +416,12 @@ def describe_failures(reports: Sequence[RunReport], *, runs: int | None = None,
                                           if not captures_global else "")
                      + " or through tooleval.provider?")
     for number, report in enumerate(reports, 1):
-        lines.append(f"run {number} of {len(reports)} {'passed' if report.passed else 'FAILED'}: "
-                     + _run_summary(report))
+        verdict = "passed" if report.passed and not report.ambiguous else "FAILED"
+        lines.append(f"run {number} of {len(reports)} {verdict}: " + _run_summary(report))
+        if report.ambiguous:
+            lines.append(f"  - it matches {len(report.ambiguous)} cases ("
+                         + ", ".join(repr(c) for c in report.ambiguous)
+                         + "): a run belongs to one case; it was graded by the shared graders")
         for result in report.results:
             if result.passed:
                 continue
@@ -328,5 +438,6 @@ def _run_summary(report: RunReport) -> str:
         names.append(f"... {len(run.calls) - _MAX_NAMES} more")
     pending = f", {run.pending_calls} pending" if run.pending_calls else ""
     calls = f"{len(run.calls)} tool call{'' if len(run.calls) == 1 else 's'}{pending}"
-    return (f"agent {run.agent!r}, trace {run.trace_id_hex}, {calls}"
+    case = f"case {report.case!r}, " if report.case is not None else ""
+    return (f"{case}agent {run.agent!r}, trace {run.trace_id_hex}, {calls}"
             + (f" ({', '.join(names)})" if names else ""))

@@ -15,7 +15,9 @@ the child cannot import. Child to parent: ``("ready", pid)`` or
 ``("error", message)`` after the init, then one ``("graded", [(job id, verdict, error), ...])``
 per batch, in the order received. A verdict is None when no grader applied to the run (or
 ``error`` says why it could not be graded), else ``(root attributes, events, agent,
-results, passed)``: what the parent puts on the root copy and in the log events and metrics,
+results, passed, case, ambiguous)``: what the parent puts on the root copy and in the log
+events and metrics, and the run's case id (None when it matched none) and the ids of the
+cases that all matched it (``RunReport.case``/``ambiguous``, for an ``on_report`` callback),
 so that it decodes and builds nothing more than that. A result's ``details`` carry only what
 the metrics read (``tool_selection_counts``) unless ``full`` asked for all of them (the parent
 has an ``on_report`` callback, which gets whole reports).
@@ -48,8 +50,9 @@ _HEADER = struct.Struct("<I")
 _MARSHAL = b"M"
 _PICKLE = b"P"
 
-#: ``(root attributes or None, events or None, agent, results as tuples, passed)``
-Verdict = tuple[Any, Any, Any, Any, bool]
+#: ``(root attributes or None, events or None, agent, results as tuples, passed, case id or
+#: None, ambiguous case ids)``
+Verdict = tuple[Any, Any, Any, Any, bool, Any, Any]
 
 
 def plain(value: Any) -> Any:
@@ -140,6 +143,8 @@ def verdict_of(report: Any, emit: Any, full: bool = False) -> Verdict | None:
           r.details if full else _metric_details(r.details, marks and not r.passed), r.error)
          for r in report.results],
         report.passed,
+        report.case,
+        tuple(report.ambiguous),
     )
 
 

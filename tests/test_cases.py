@@ -270,37 +270,101 @@ def test_a_broken_shared_grader_is_reported_once_not_as_unknown_to_its_cases() -
     assert "no configured grader" not in str(err.value)
 
 
-@pytest.mark.parametrize("mode", ["thread", "process"])
-def test_the_live_root_carries_its_case_id(mode: str) -> None:
-    """Live, a run matched to a case (here by an attribute the app already sets) is graded by
-    its case and its root copy says which: ``tooleval.case.id`` (issue 29, item 3)."""
-    from opentelemetry.sdk.trace import TracerProvider
-    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+def _live(mode: str, config: dict[str, Any], items: tuple[str, ...], **options: Any
+          ) -> list[Any]:
+    """The root copies a live processor forwards for one ``invoke_agent travel`` run per item
+    (its ``dataset.item``, one ``book`` call each). In process mode the grading process is
+    waited for first (it starts with the first run, which the thread grades meanwhile), and
+    every run is checked to have gone to it."""
+    import time
 
     from otel_tooleval import ToolEvalSpanProcessor
 
-    config = {"grading": {"mode": mode},
-              "graders": [{"name": "flow", "type": "tool_trajectory", "mode": "in_order",
-                           "expected": [{"tool": "search"}]}],
-              "cases": [{"id": "lisbon", "match": {"attribute": {"key": "dataset.item",
-                                                                 "value": "item-7"}},
-                         "expect": {"flow": {"expected": [{"tool": "book"}]}}}]}
     exporter = InMemorySpanExporter()
-    processor = ToolEvalSpanProcessor(config, downstream=SimpleSpanProcessor(exporter))
+    processor = ToolEvalSpanProcessor({**config, "grading": {"mode": mode}},
+                                      downstream=SimpleSpanProcessor(exporter), **options)
     provider = TracerProvider()
     provider.add_span_processor(processor)
     tracer = provider.get_tracer("cases")
-    for item in ("item-7", "item-8"):
+
+    def run(item: str) -> None:
         with tracer.start_as_current_span("invoke_agent travel", attributes={
                 "gen_ai.operation.name": "invoke_agent", "dataset.item": item}), \
                 tracer.start_as_current_span("execute_tool book", attributes={
                     "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "book"}):
             pass
+
+    offload = processor._offload
+    sent = 0
+    if mode == "process":
+        assert offload is not None
+        run("warm-up")
+        deadline = time.monotonic() + 30
+        while not offload.ready:
+            assert time.monotonic() < deadline, "the grading process did not start"
+            time.sleep(0.02)
+        assert processor.force_flush()
+        sent = offload._next_id
+    for item in items:
+        run(item)
+    assert processor.force_flush()
+    if mode == "process":
+        assert offload is not None and offload._next_id - sent == len(items)
     provider.shutdown()
+    return [s for s in exporter.get_finished_spans() if s.name == "invoke_agent travel"
+            and (s.attributes or {}).get("dataset.item") != "warm-up"]
+
+
+LIVE = {"graders": [{"name": "flow", "type": "tool_trajectory", "mode": "in_order",
+                     "expected": [{"tool": "search"}]}],
+        "cases": [{"id": "lisbon", "match": {"attribute": {"key": "dataset.item",
+                                                           "value": "item-7"}},
+                   "expect": {"flow": {"expected": [{"tool": "book"}]}}},
+                  {"id": "twin-a", "match": {"attribute": {"key": "dataset.item",
+                                                           "value": "item-9"}}},
+                  {"id": "twin-b", "match": {"attribute": {"key": "dataset.item",
+                                                           "value": "item-9"}}}]}
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_the_live_root_carries_its_case_id(mode: str) -> None:
+    """Live, a run matched to a case (here by an attribute the app already sets) is graded by
+    its case and its root copy says which: ``tooleval.case.id`` (issue 29, item 3)."""
     roots = {(s.attributes or {})["dataset.item"]: s.attributes or {}
-             for s in exporter.get_finished_spans() if s.name == "invoke_agent travel"}
+             for s in _live(mode, LIVE, ("item-7", "item-8"))}
     assert roots["item-7"]["tooleval.case.id"] == "lisbon"
     assert roots["item-7"]["tooleval.passed"] is True    # the case's own expectation: book
     assert "tooleval.case.id" not in roots["item-8"]      # no case: the shared graders
     assert roots["item-8"]["tooleval.passed"] is False
+
+
+@pytest.mark.parametrize("mode", ["thread", "process"])
+def test_the_live_on_report_callback_gets_the_runs_case(mode: str) -> None:
+    """The ``RunReport`` an ``on_report`` callback gets says which case its run matched, and
+    which cases an ambiguous run matched, as ``grade``'s does, whichever thread or process
+    graded it."""
+    from otel_tooleval.model import RunReport
+
+    reports: list[RunReport] = []
+    _live(mode, LIVE, ("item-7", "item-8", "item-9"), on_report=reports.append)
+    by_item = {r.run.root_attributes["dataset.item"]: r for r in reports}
+    by_item.pop("warm-up", None)                         # process mode's first run
+    assert set(by_item) == {"item-7", "item-8", "item-9"}
+    assert (by_item["item-7"].case, by_item["item-7"].ambiguous) == ("lisbon", ())
+    assert by_item["item-7"].passed                      # graded by its case: book expected
+    assert (by_item["item-8"].case, by_item["item-8"].ambiguous) == (None, ())
+    assert (by_item["item-9"].case, by_item["item-9"].ambiguous) == (None, ("twin-a", "twin-b"))
+
+
+def test_a_case_named_by_the_caller_grades_every_run_unmatched() -> None:
+    """``grade_spans(..., case=id)`` (the pytest plugin's ``case=``) grades each run by that
+    case whatever its match rule says; an id that is no case is refused before grading."""
+    config = load_config({"graders": [TRAJECTORY], "cases": [
+        {"id": "weather", "match": {"first_user_message": "never asked"},
+         "expect": {"trajectory": {"expected": [{"tool": "get_weather"}]}}}]})
+    spans = _spans([{"tools": ["get_weather"]}, {"tools": ["get_weather"]}])
+    assert [r.case for r in grade_spans(spans, config)] == [None, None]
+    forced = grade_spans(spans, config, case="weather")
+    assert [(r.case, r.passed) for r in forced] == [("weather", True)] * 2
+    with pytest.raises(ValueError, match="no case 'nope' among the config's cases"):
+        grade_spans(spans, config, case="nope")

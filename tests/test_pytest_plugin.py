@@ -27,11 +27,13 @@ MODULE = "otel_tooleval.pytest_plugin"
 AGENTLIB = '''
 from opentelemetry import trace
 
-def run_agent(tracer, agent, tools):
-    """One agent run in the GenAI conventions: a root invoke_agent span and its tool spans."""
+def run_agent(tracer, agent, tools, **attributes):
+    """One agent run in the GenAI conventions: a root invoke_agent span (with ``attributes``
+    too) and its tool spans."""
     with tracer.start_as_current_span(
             f"invoke_agent {agent}",
-            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}):
+            attributes={"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent,
+                        **attributes}):
         for tool in tools:
             with tracer.start_as_current_span(
                     f"execute_tool {tool}",
@@ -392,6 +394,144 @@ def test_config_problems_fail_the_test_with_a_clear_message(
     run(suite, "-k", "no_config_anywhere").assert_outcomes(passed=1, deselected=3)
 
 
+# The shared grader "flow" expects a lookup; each case says what it expects instead.
+FLOW = "graders:\n  - {name: flow, type: tool_trajectory, mode: in_order, expected: [{tool: lookup}]}\n"
+CASES = '''
+- id: report-case
+  expect: {flow: {expected: [{tool: lookup}, {tool: report}]}}
+- id: audit-case
+  match: {attribute: {key: dataset.item, value: item-7}}
+  expect: {flow: {expected: [{tool: audit}]}}
+  graders: [{name: no-delete, type: tool-calls, config: {disallowed: ["^delete_"]}}]
+'''
+
+
+def test_a_case_grades_the_tests_runs(suite: pytest.Pytester) -> None:
+    """``cases=`` and ``case="id"`` on the marker or in the call: the test's runs are graded
+    with that case's expectations and its own graders, matched or not."""
+    suite.mkdir("tests")
+    (suite.path / "tests" / "flow.yaml").write_text(FLOW)
+    (suite.path / "tests" / "cases.yaml").write_text(CASES)
+    adk = ROOT / "tests" / "data" / "cases" / "adk" / "travel.evalset.json"
+    (suite.path / "tests" / "travel.evalset.json").write_text(adk.read_text())
+    (suite.path / "tests" / "test_cases.py").write_text(textwrap.dedent('''
+        import pytest
+        from opentelemetry import trace
+        from agentlib import run_agent
+
+        def agent(*tools, **attributes):
+            run_agent(trace.get_tracer("app"), "helper", list(tools), **attributes)
+
+        @pytest.mark.tooleval("flow.yaml", cases="cases.yaml", case="report-case")
+        def test_named_case_passes(tooleval):
+            agent("lookup", "report")      # no match rule needed: case= names it
+            [report] = tooleval.assert_passed(runs=1)
+            assert report.case == "report-case"
+            assert [r.name for r in report.results] == ["flow"]
+
+        @pytest.mark.tooleval("flow.yaml", cases="cases.yaml", case="audit-case")
+        def test_named_case_fails_with_its_own_grader(tooleval):
+            agent("lookup", "delete_all")
+            tooleval.assert_passed()
+
+        @pytest.mark.tooleval("flow.yaml", cases="cases.yaml")
+        def test_runs_matched_to_their_cases(tooleval):
+            agent("lookup", "report", **{"tooleval.case.id": "report-case"})
+            agent("audit", **{"dataset.item": "item-7"})
+            agent("lookup")                 # no case: the shared graders
+            reports = tooleval.assert_passed(runs=3)
+            assert [r.case for r in reports] == ["report-case", "audit-case", None]
+
+        def test_the_call_gives_cases_and_case(tooleval):
+            agent("search")
+            [report] = tooleval.assert_passed("flow.yaml", case="inline", cases=[
+                {"id": "inline", "expect": {"flow": {"expected": [{"tool": "search"}]}}}])
+            assert report.case == "inline"
+
+        @pytest.mark.tooleval("flow.yaml", cases="cases.yaml", case="report-case")
+        def test_the_calls_case_wins_over_the_markers(tooleval):
+            agent("audit")
+            [report] = tooleval.assert_passed(case="audit-case")
+            assert report.case == "audit-case"
+
+        @pytest.mark.tooleval("flow.yaml", cases=[
+            {"id": "a", "match": {"attribute": {"key": "k", "value": "x"}}},
+            {"id": "b", "match": {"attribute": {"key": "k", "value": "x"}}}])
+        def test_a_run_matching_two_cases_fails(tooleval):
+            agent("lookup", k="x")
+            tooleval.assert_passed()
+
+        @pytest.mark.tooleval("flow.yaml", cases="travel.evalset.json", case="small-talk")
+        def test_an_adk_eval_set_case(tooleval):
+            agent()                         # ADK expects no tool call for small talk
+            [report] = tooleval.grade()
+            assert report.case == "small-talk"
+            assert [(r.name, r.passed) for r in report.results] == [
+                ("flow", False), ("tool_trajectory_avg_score", True)]
+    '''))
+    result = run(suite, "tests")
+    result.assert_outcomes(passed=5, failed=2)
+    result.stdout.fnmatch_lines_random([
+        "PASSED tests/test_cases.py::test_named_case_passes",
+        "PASSED tests/test_cases.py::test_runs_matched_to_their_cases",
+        "PASSED tests/test_cases.py::test_the_call_gives_cases_and_case",
+        "PASSED tests/test_cases.py::test_the_calls_case_wins_over_the_markers",
+        "PASSED tests/test_cases.py::test_an_adk_eval_set_case",
+        "E * run 1 of 1 FAILED: case 'audit-case', agent 'helper', trace *, 2 tool calls*",
+        "E * - flow [[]tool_trajectory[]] fail*",
+        "E * - no-delete [[]tool-calls[]] fail*Disallowed '^delete_' called at #1 (delete_all).",
+        "E * run 1 of 1 FAILED: agent 'helper', trace *, 1 tool call (lookup)",
+        ("E * - it matches 2 cases ('a', 'b'): a run belongs to one case; it was graded by the"
+         " shared graders"),
+    ])
+
+
+def test_case_problems_fail_the_test_naming_them(suite: pytest.Pytester) -> None:
+    (suite.path / "cases.yaml").write_text(CASES)
+    (suite.path / "flow.yaml").write_text(FLOW)
+    suite.makepyfile(test_case_problems='''
+        import pytest
+
+        @pytest.mark.tooleval("flow.yaml", cases="cases.yaml", case="nope")
+        def test_unknown_case(tooleval):
+            tooleval.grade()
+
+        @pytest.mark.tooleval("flow.yaml", case="report-case")
+        def test_case_without_cases(tooleval):
+            tooleval.grade()
+
+        @pytest.mark.tooleval("flow.yaml", cases="nowhere.yaml")
+        def test_missing_case_file(tooleval):
+            tooleval.grade()
+
+        @pytest.mark.tooleval("flow.yaml", cases=[{"id": "x", "expect": {"flo": {}}}])
+        def test_bad_case(tooleval):
+            tooleval.grade()
+
+        def test_bad_cases_argument(tooleval):
+            tooleval.grade("flow.yaml", cases={"id": "x"})
+
+        @pytest.mark.tooleval("flow.yaml", case="x", cases=[], when="now")
+        def test_unknown_marker_keyword(tooleval):
+            tooleval.grade()
+    ''')
+    result = run(suite)
+    result.assert_outcomes(failed=6)
+    result.stdout.fnmatch_lines_random([
+        ("*tooleval: unknown case 'nope' in the @pytest.mark.tooleval marker: the cases are:"
+         " 'report-case', 'audit-case'"),
+        ("*tooleval: unknown case 'report-case' in the @pytest.mark.tooleval marker: there are"
+         " no cases: give cases= or a config with cases:"),
+        ("*tooleval: bad cases in the @pytest.mark.tooleval marker: invalid case set"
+         " (nowhere.yaml): cannot read it*"),
+        "*tooleval: bad cases in the @pytest.mark.tooleval marker: *cases[[]0[]].expect.flo*",
+        ("*tooleval: bad cases in the argument: cases= takes a case file's path or a list of case"
+         " entries, got dict"),
+        "*tooleval: @pytest.mark.tooleval takes exactly one config*(unknown: when)",
+    ])
+    assert "pytest_plugin.py" not in result.stdout.str()
+
+
 @pytest.mark.frameworks
 def test_a_real_pydantic_ai_agent(suite: pytest.Pytester) -> None:
     pytest.importorskip("pydantic_ai")
@@ -501,3 +641,18 @@ def test_message_lists_every_failing_grader_of_every_run() -> None:
         " (t0, t1)"),
         "  - custom [tool] error (ValueError), score 0.00: grader 'custom' raised ValueError",
     ])
+
+
+def test_message_names_each_runs_case_and_fails_an_ambiguous_run() -> None:
+    cased = RunReport(_report("a", ("g", True)).run, _report("a", ("g", True)).results,
+                      case="weather-paris")
+    twice = RunReport(cased.run, cased.results, ambiguous=("a", "b"))
+    assert describe_failures([cased]) is None
+    assert describe_failures([twice]) == (
+        "tooleval: 1 of 1 agent run failed\n"
+        "run 1 of 1 FAILED: agent 'a', trace 00000000000000000000000000000abc, 2 tool calls"
+        " (t0, t1)\n"
+        "  - it matches 2 cases ('a', 'b'): a run belongs to one case; it was graded by the"
+        " shared graders")
+    message = describe_failures([cased, twice])
+    assert message is not None and "run 1 of 2 passed: case 'weather-paris', agent 'a'" in message
