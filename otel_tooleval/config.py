@@ -718,6 +718,10 @@ def with_cases(config: ToolEvalConfig,
     """
     entries = (_case_entries(source) if isinstance(source, (str, os.PathLike))
                else list(source))
+    if config.document is None and (config.graders or config.guard is not None):
+        raise ConfigError([Problem(("cases",), "this config was built by hand, without the "
+                                   "document its graders came from; load it with load_config "
+                                   "to add cases")], config.source)
     doc = dict(config.document or {})
     doc["cases"] = [*(doc.get("cases") or []), *entries]
     return config_from_mapping(doc, config.source, allow_no_graders=True)

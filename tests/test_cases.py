@@ -368,3 +368,19 @@ def test_a_case_named_by_the_caller_grades_every_run_unmatched() -> None:
     assert [(r.case, r.passed) for r in forced] == [("weather", True)] * 2
     with pytest.raises(ValueError, match="no case 'nope' among the config's cases"):
         grade_spans(spans, config, case="nope")
+
+
+def test_cases_added_to_a_config_built_without_its_document_is_an_error() -> None:
+    """``with_cases`` rebuilds a config from its document: one built by hand has none, and
+    would silently lose its graders, so it is refused naming why."""
+    import dataclasses
+
+    from otel_tooleval.config import with_cases
+
+    loaded = load_config({"graders": [{"type": "tool-calls", "name": "tc",
+                                       "config": {"required": ["get_weather"]}}]})
+    by_hand = dataclasses.replace(loaded, document=None)
+    with pytest.raises(ConfigError, match="built by hand"):
+        with_cases(by_hand, [{"id": "a", "match": {"first_user_message": "x"}}])
+    added = with_cases(loaded, [{"id": "a", "match": {"first_user_message": "x"}}])
+    assert [g.name for g in added.graders] == ["tc"]
