@@ -473,7 +473,8 @@ def _serve_logged(args: argparse.Namespace) -> int:
             max_connections_per_peer=args.max_connections_per_peer,
             backlog=args.backlog, max_inflight_bytes=args.max_inflight_bytes,
             max_concurrent_rpcs=args.max_concurrent_rpcs,
-            max_connection_age=args.max_connection_age, workers=args.workers)
+            max_connection_age=args.max_connection_age, workers=args.workers,
+            metrics=args.metrics)
     except ValueError as exc:
         print(f"otel-tooleval serve: {exc}", file=sys.stderr)
         return 2
@@ -670,6 +671,10 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-connection-age", type=float, default=0.0, metavar="SECONDS",
                        help="gRPC: a connection is asked to reconnect after this, to spread "
                             "load behind a balancer (default 0: never)")
+    serve.add_argument("--metrics", metavar="HOST:PORT",
+                       help="serve its own and the grading metrics for Prometheus to scrape "
+                            "on http://HOST:PORT/metrics (the prometheus extra; loopback "
+                            "unless --insecure-bind; docs/prometheus.md)")
     serve.add_argument("--workers", type=int, default=8, metavar="N",
                        help="threads that decode and ingest requests, per receiver "
                             "(default 8)")

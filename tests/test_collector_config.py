@@ -70,6 +70,10 @@ def kind_of(doc: Any) -> str:
         return "prometheus"
     if "graders" in doc:
         return "graders"
+    if "rule_files" in doc and "tests" in doc:
+        return "rules_test"   # promtool test rules (tests/test_prometheus.py runs it)
+    if set(doc) == {"groups"}:
+        return "rules"   # Prometheus recording and alert rules (promtool: test_prometheus.py)
     if set(doc) == {"exporters"}:
         return "overlay"   # merged onto a collector config with a second --config
     return "unknown"
@@ -711,6 +715,27 @@ def check_prometheus_config(doc: Doc) -> list[str]:
     return problems
 
 
+def check_rules(doc: Doc) -> list[str]:
+    """The shape promtool checks too: named groups of recording or alert rules with an expr."""
+    problems = []
+    for group in doc.get("groups") or []:
+        for rule in group.get("rules") or []:
+            if ("record" in rule) == ("alert" in rule) or not rule.get("expr"):
+                problems.append(f"group {group.get('name')}: {rule}: needs record or alert, "
+                                "and expr")
+    return problems
+
+
+def test_prometheus_configs_load_the_rules(docs: dict[str, Any]) -> None:
+    """Both Prometheus configs load rules.yaml from where their compose file mounts it."""
+    for name in ("prometheus.yml", "fleet/prometheus.yml"):
+        assert docs[name]["rule_files"] == ["/etc/prometheus/rules/rules.yaml"], name
+        compose = docs[name.replace("prometheus.yml", "docker-compose.yaml")]
+        mounts = compose["services"]["prometheus"]["volumes"]
+        source = next(m.split(":")[0] for m in mounts if ":/etc/prometheus/rules:" in m)
+        assert (CONFIG_DIR / Path(name).parent / source / "rules.yaml").is_file(), name
+
+
 # ================================================================ overlays (a second --config)
 
 OVERLAYS = {"fleet/tier1-sessions.yaml": "tier1.yaml"}   # overlay -> the file it goes on
@@ -764,6 +789,10 @@ def test_yaml_file(path: Path) -> None:
         assert check_prometheus_config(doc) == []
     elif kind == "graders":
         load_config(path)
+    elif kind == "rules":
+        assert check_rules(doc) == []
+    elif kind == "rules_test":
+        assert all((path.parent / name).is_file() for name in doc["rule_files"])
     elif kind == "overlay":
         assert check_overlay(doc) == []
         base = load_yaml(path.parent / OVERLAYS[rel(path)])

@@ -65,11 +65,11 @@ class VerdictMetrics:
         agent = report.agent
         base: dict[str, Any] = {"gen_ai.agent.name": agent} if agent else {}
         for result in report.results:
-            self.score.record(result.score, {
-                **base,
-                "gen_ai.evaluation.name": result.name,
-                "gen_ai.evaluation.score.label": result.label,
-            })
+            attrs = {**base, "gen_ai.evaluation.name": result.name,
+                     "gen_ai.evaluation.score.label": result.label}
+            if result.error is not None:   # a grading error's kind: budget_exceeded, ...
+                attrs["error.type"] = result.error
+            self.score.record(result.score, attrs)
             counts = result.details.get("tool_selection_counts") if result.details else None
             if isinstance(counts, dict):
                 self._selection(counts, {**base, "gen_ai.evaluation.name": result.name})

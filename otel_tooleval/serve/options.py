@@ -53,9 +53,18 @@ def options_from_args(config_source: str | ToolEvalConfig, *, grpc: str | None, 
         from .http_receiver import MISSING_UVICORN
 
         raise ValueError(f"--http: {MISSING_UVICORN}")
-    for flag, value in (("--grpc", grpc), ("--http", http)):
+    metrics = extra.get("metrics")
+    if metrics is not None:
+        from .metrics import MISSING_PROMETHEUS, prometheus_available
+
+        if not prometheus_available():
+            raise ValueError(f"--metrics: {MISSING_PROMETHEUS}")
+    for flag, value in (("--grpc", grpc), ("--http", http), ("--metrics", metrics)):
         if value:
-            parse_address(value, 0)   # raises ValueError naming the address
+            try:
+                parse_address(value, 0)
+            except ValueError as exc:
+                raise ValueError(f"{flag}: {exc}") from None
     options = ServeOptions(load_config(config_source), grpc=grpc, http=http, forward=target,
                            forward_protocol=protocol, decision_wait=decision_wait, **extra)
     _check_security(options)
@@ -70,7 +79,7 @@ def _check_security(options: ServeOptions) -> None:
         ValueError: the message names the flag or variable, and the file.
     """
     from .next_hop import next_hop
-    from .security import TokenStore, check_exposure, load_tls
+    from .security import TokenStore, check_exposure, is_loopback, load_tls
 
     if options.forward_timeout is not None and not options.forward_timeout > 0:
         raise ValueError("--forward-timeout: must be more than 0 seconds")
@@ -82,4 +91,10 @@ def _check_security(options: ServeOptions) -> None:
     check_exposure({"--grpc": options.grpc, "--http": options.http}, tls=tls,
                    tokens=options.bearer_token_file is not None,
                    insecure_bind=options.insecure_bind)
+    # The scrape endpoint speaks neither TLS nor tokens: beyond loopback only when asked.
+    if options.metrics and not options.insecure_bind and not is_loopback(
+            parse_address(options.metrics, 9464)[0]):
+        raise ValueError(f"--metrics {options.metrics}: the metrics endpoint has no TLS or "
+                         "authentication; pass --insecure-bind to listen beyond loopback "
+                         "(on a network you trust)")
     next_hop(options)

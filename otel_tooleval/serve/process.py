@@ -92,7 +92,10 @@ def run(options: ServeOptions) -> int:
     signal.signal(signal.SIGHUP, on_hangup)
     where = [f"OTLP/gRPC on {options.grpc.rsplit(':', 1)[0]}:{server.grpc_port}"
              if options.grpc else "", f"OTLP/HTTP on {options.http.rsplit(':', 1)[0]}:"
-             f"{server.http_port} (/v1/traces, /healthz)" if options.http else ""]
+             f"{server.http_port} (/v1/traces, /healthz)" if options.http else "",
+             f"Prometheus scrapes on {options.metrics.rsplit(':', 1)[0]}:"
+             f"{server.metrics_endpoint.port} (/metrics)"
+             if options.metrics and server.metrics_endpoint is not None else ""]
     print(f"otel-tooleval serve: listening for {', '.join(w for w in where if w)}; "
           f"{forwarding(options)}; "
           f"decision wait {options.decision_wait:g} s", file=sys.stderr, flush=True)

@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .._version import __version__
 from ..model import RunReport, SpanRecord
 from ..readers.otlp_proto import record_from_proto
 from ..sessions.model import SessionReport
@@ -19,8 +20,9 @@ from .decoding import _JSON, Refused, parse_request
 from .forwarder import _Forwarder
 from .grpc_receiver import start_grpc, stop_grpc
 from .http_receiver import HttpReceiver, start_http
+from .metrics import MetricsEndpoint, serve_instruments
 from .security import Certificates, TokenStore, load_tls
-from .settings import ServeOptions, parse_address
+from .settings import ListenError, ServeOptions, parse_address
 from .spans import (
     TRACE_BYTES,
     _annotate,
@@ -60,9 +62,18 @@ class ToolEvalServer:
                        else None)
         self.certificates = Certificates(self.tls) if self.tls is not None else None
         self._providers: list[Any] = []
-        if options.emit_telemetry and options.forward != "none" and (
-                meter_provider is None or logger_provider is None):
-            meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider)
+        self.metrics_endpoint: MetricsEndpoint | None = None
+        if options.metrics:
+            if meter_provider is not None:
+                raise ValueError("--metrics: serve scrapes a MeterProvider of its own; pass "
+                                 "no meter_provider with it (or add a PrometheusMetricReader "
+                                 "to yours)")
+            self.metrics_endpoint = MetricsEndpoint()
+        forwarding = options.emit_telemetry and options.forward != "none"
+        if (forwarding and (meter_provider is None or logger_provider is None)
+                or self.metrics_endpoint is not None):
+            meter_provider, logger_provider = self._telemetry(meter_provider, logger_provider,
+                                                              forwarding)
         self.counts: Counter[str] = Counter()
         self._count_lock = threading.Lock()
         self._on_report_callback = on_report
@@ -93,8 +104,13 @@ class ToolEvalServer:
         self.http_port: int | None = None
         self._stopped = threading.Event()
         self._shortfall: list[str] = []
+        if meter_provider is not None:   # serve's own or the embedder's, never the global
+            serve_instruments(meter_provider, self.stats,
+                              {"buffered_bytes": options.max_buffered_bytes,
+                               "queued_bytes": options.max_queued_bytes}, __version__)
 
-    def _telemetry(self, meter_provider: Any, logger_provider: Any) -> tuple[Any, Any]:
+    def _telemetry(self, meter_provider: Any, logger_provider: Any,
+                   forwarding: bool) -> tuple[Any, Any]:
         from opentelemetry.sdk._logs import LoggerProvider
         from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
         from opentelemetry.sdk.metrics import MeterProvider
@@ -103,20 +119,26 @@ class ToolEvalServer:
 
         from ..providers import otlp_exporters
 
-        target = self.options.forward
-        endpoint = target if "://" in target else f"http://{target}"
-        _, metric_exporter, log_exporter = otlp_exporters(self.options.forward_protocol,
-                                                          endpoint)
+        readers: list[Any] = []
+        log_exporter: Any = None
+        if forwarding:
+            target = self.options.forward
+            endpoint = target if "://" in target else f"http://{target}"
+            _, metric_exporter, log_exporter = otlp_exporters(self.options.forward_protocol,
+                                                              endpoint)
+            readers.append(PeriodicExportingMetricReader(metric_exporter,
+                                                         export_interval_millis=10_000))
+        if self.metrics_endpoint is not None:
+            readers.append(self.metrics_endpoint.reader)
         resource = Resource.create({"service.name": os.environ.get("OTEL_SERVICE_NAME")
                                     or "otel-tooleval-serve"})
         # shutdown_on_exit=False: ``stop`` shuts them down within its deadline; the SDK's
         # atexit hook would do it again, unbounded, at the end of the process.
         if meter_provider is None:
-            meter_provider = MeterProvider(
-                resource=resource, metric_readers=[PeriodicExportingMetricReader(
-                    metric_exporter, export_interval_millis=10_000)], shutdown_on_exit=False)
+            meter_provider = MeterProvider(resource=resource, metric_readers=readers,
+                                           shutdown_on_exit=False)
             self._providers.append(meter_provider)
-        if logger_provider is None:
+        if logger_provider is None and log_exporter is not None:
             logger_provider = LoggerProvider(resource=resource, shutdown_on_exit=False)
             logger_provider.add_log_record_processor(BatchLogRecordProcessor(log_exporter))
             self._providers.append(logger_provider)
@@ -141,6 +163,12 @@ class ToolEvalServer:
                 self._start_grpc(*parse_address(self.options.grpc, 4317))
             if self.options.http:
                 self._start_http(*parse_address(self.options.http, 4318))
+            if self.metrics_endpoint is not None and self.options.metrics:
+                host, port = parse_address(self.options.metrics, 9464)
+                try:
+                    self.metrics_endpoint.listen(host, port)
+                except OSError as exc:
+                    raise ListenError(host, port, "--metrics", exc) from None
         except BaseException:
             self.stop(timeout=1.0)   # nothing was accepted: only threads to end
             raise
@@ -196,6 +224,8 @@ class ToolEvalServer:
         forwarded = self.forwarder.drain(deadline)
         exported = telemetry.wait(max(deadline - time.monotonic(), 0.0))
         self._shortfall = self._tell_shortfall(graded, exported)
+        if self.metrics_endpoint is not None:
+            self.metrics_endpoint.close()
         self.ready = False
         self._stopped.set()
         return graded and forwarded and exported

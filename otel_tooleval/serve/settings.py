@@ -55,6 +55,8 @@ class ServeOptions:
     read_timeout: float = 30.0   # HTTP: a request's headers and body, from its first byte
     workers: int = 8
     emit_telemetry: bool = True   # log events and metrics to the forward endpoint
+    # HOST:PORT of a Prometheus scrape endpoint for serve's and the grading metrics (metrics.py)
+    metrics: str | None = None
     # TLS and authentication of both receivers (security.py, docs/serve.md)
     tls_cert: str | None = None
     tls_key: str | None = None
