@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -16,6 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from otel_tooleval import ToolEvalSpanExporter, ToolEvalSpanProcessor
+from otel_tooleval.cli import main
 from otel_tooleval.config import ConfigError, config_from_mapping
 from otel_tooleval.model import GradeResult
 from otel_tooleval.schema import config_schema
@@ -201,3 +203,50 @@ def test_an_unreachable_phoenix_costs_the_app_nothing() -> None:
     stats = processor.sinks.stats()
     assert stats["sinks.phoenix.dropped.shutdown"] == 9
     assert stats.get("sinks.phoenix.sent", 0) == 0
+
+
+# -- grade --to phoenix ---------------------------------------------------------------------------
+
+JSONL = Path(__file__).resolve().parent / "data" / "files" / "traces.otlp.jsonl"
+STRICT = "graders:\n  - {name: no-refund, type: tool-calls, config: {disallowed: ['^refund$']}}\n"
+
+
+def _grade(tmp_path: Path, config: str, *extra: str) -> int:
+    path = tmp_path / "graders.yaml"
+    path.write_text(config)
+    return main(["grade", str(JSONL), "--config", str(path), "--allow-input-problems",
+                 "--to", "phoenix", *extra])
+
+
+def test_grade_to_phoenix_annotates_the_runs_read_from_files(
+        tmp_path: Path, receiver: Receiver, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", receiver.url)
+    code = _grade(tmp_path, STRICT)
+    err = capsys.readouterr().err
+    trace_annotations = _annotations(receiver, "/v1/trace_annotations")
+    assert code == 1                                # the gate's own verdict, delivered
+    assert trace_annotations and {a["name"] for a in trace_annotations} == {"tooleval"}
+    sent = len(trace_annotations) + len(_annotations(receiver, "/v1/span_annotations"))
+    assert f"otel-tooleval: --to phoenix: sent {sent}\n" in err
+
+
+def test_grade_to_phoenix_fails_when_delivery_fails_unless_allowed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("PHOENIX_COLLECTOR_ENDPOINT", _closed_port())
+    config = STRICT + "emit:\n  phoenix: {max_attempts: 1}\n"
+    assert _grade(tmp_path, config) == 2
+    err = capsys.readouterr().err
+    assert "--to phoenix: sent 0, dropped.unreachable " in err
+    assert "not every verdict was delivered (--allow-delivery-errors" in err
+    assert _grade(tmp_path, config, "--allow-delivery-errors") == 1
+
+
+def test_grade_to_phoenix_without_an_endpoint_names_what_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.delenv("PHOENIX_COLLECTOR_ENDPOINT", raising=False)
+    assert _grade(tmp_path, STRICT) == 2
+    assert ("otel-tooleval: --to phoenix: emit.phoenix.endpoint: Phoenix's URL is needed: set "
+            "emit.phoenix.endpoint or PHOENIX_COLLECTOR_ENDPOINT") in capsys.readouterr().err
