@@ -250,3 +250,26 @@ def test_grade_to_phoenix_without_an_endpoint_names_what_is_missing(
     assert _grade(tmp_path, STRICT) == 2
     assert ("otel-tooleval: --to phoenix: emit.phoenix.endpoint: Phoenix's URL is needed: set "
             "emit.phoenix.endpoint or PHOENIX_COLLECTOR_ENDPOINT") in capsys.readouterr().err
+
+
+def test_serve_feeds_the_sink_and_shuts_it_down(receiver: Receiver) -> None:
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+    from otel_tooleval import load_config
+    from otel_tooleval.serve import ServeOptions, ToolEvalServer
+
+    options = ServeOptions(load_config(phoenix(receiver.url)), grpc="127.0.0.1:0",
+                           http="127.0.0.1:0", forward="none", decision_wait=0.1)
+    with ToolEvalServer(options) as server:
+        provider = TracerProvider()
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter(
+            endpoint=f"http://127.0.0.1:{server.http_port}/v1/traces")))
+        run_agent(provider.get_tracer("t"))
+        provider.shutdown()
+        deadline = time.monotonic() + 10
+        while server.stats().get("runs", 0) < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    stats = server.stats()              # after serve's shutdown: the sink was shut down too
+    assert stats["sinks.phoenix.sent"] == 9 and stats["sinks.phoenix.queued"] == 0
+    assert len(_annotations(receiver, "/v1/trace_annotations")) == 1
