@@ -190,3 +190,47 @@ def test_phoenix_ui_shows_the_annotations_of_the_failing_run(phoenix: PhoenixSer
         page.screenshot(shot)
     if os.environ.get("TOOLEVAL_UPDATE_DOCS_IMAGE"):
         shutil.copyfile(shot, DOCS_IMAGE)
+
+
+def test_a_session_is_a_session_annotation(phoenix: PhoenixServer) -> None:
+    """Phoenix reads a session from the spans' session.id; the session's verdict lands on it."""
+    import json
+
+    from tests.test_violations import AGENT
+
+    project = "tooleval-sessions"
+    sessions: list[Any] = []
+    config = {**CONFIG, "sessions": {"graders": [
+        {"name": "searched", "type": "tool-calls", "config": {"required": ["^search$"]}}]},
+        "emit": {**QUIET, "phoenix": {"endpoint": phoenix.url, "flush_interval_s": 0.1}}}
+    processor = ToolEvalSpanProcessor(
+        config, BatchSpanProcessor(OTLPSpanExporter(endpoint=f"{phoenix.url}/v1/traces")),
+        on_session=sessions.append)
+    provider = TracerProvider(resource=Resource.create(
+        {"service.name": "tooleval-sink-e2e", "openinference.project.name": project}))
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("tests.phoenix_sink")
+    for query in ("a", "b"):
+        with tracer.start_as_current_span("invoke_agent planner",
+                                          attributes={**AGENT, "session.id": "conv-1"}), \
+                tracer.start_as_current_span("execute_tool search", attributes={
+                    "gen_ai.tool.name": "search",
+                    "gen_ai.tool.call.arguments": json.dumps({"q": query})}):
+            pass
+    assert processor.shutdown(30_000)
+    assert [s.key.value for s in sessions] == ["conv-1"]
+
+    def annotated() -> list[dict[str, Any]] | None:
+        try:
+            found = phoenix.get(f"/v1/projects/{project}/session_annotations",
+                                session_ids=["conv-1"], limit=100)["data"]
+        except urllib.error.HTTPError as exc:
+            if exc.code == 404:
+                return None
+            raise
+        return list(found) or None
+
+    (annotation,) = wait_for(annotated, timeout=60, what="the session annotation")
+    assert annotation["name"] == "tooleval" and annotation["result"]["label"] == "pass"
+    assert annotation["result"]["score"] == 1.0
+    assert annotation["metadata"]["graders"] == {"searched": {"label": "pass", "score": 1.0}}
