@@ -19,6 +19,7 @@ from .guard import RULES
 from .model import RunReport
 from .readers.problems import InputProblem
 from .readers.source import DEFAULT_MAX_LINE_BYTES, FORMATS
+from .sinks import SINK_FIELDS
 
 if TYPE_CHECKING:
     from .baseline import BaselineGate
@@ -131,6 +132,14 @@ def _grade(args: argparse.Namespace) -> int:
         writer.expect_cases()
         if gate is not None:
             gate.expect_cases()
+    targets = None
+    if args.to:
+        from .sinks.targets import DeliveryTargets
+        try:
+            targets = DeliveryTargets.for_grade(config.emit, args.to)
+        except ValueError as exc:
+            print(f"otel-tooleval: {exc}", file=sys.stderr)
+            return 2
     broken = _ConfigErrors()
     strict = args.strict_reading or config.runs.strict_reading
     misread: list[tuple[tuple[int, int, int], str]] = []
@@ -141,6 +150,8 @@ def _grade(args: argparse.Namespace) -> int:
         if gate is not None:
             gate.add(report, key)
         broken.add(report, key)
+        if targets is not None:
+            targets.submit(report)
         if strict and not report.run.reading.agrees:
             run = report.run
             misread.append((key, f"trace {run.trace_id_hex} root {run.root_span_id_hex} "
@@ -166,6 +177,8 @@ def _grade(args: argparse.Namespace) -> int:
                 gate.add_sessions(outcome.sessions)
             for session in outcome.sessions:
                 broken.add_session(session)
+                if targets is not None:
+                    targets.submit_session(session)
         if args.output:
             try:
                 with open(args.output, "w", encoding="utf-8") as fh:
@@ -214,6 +227,14 @@ def _grade(args: argparse.Namespace) -> int:
         # The config, not the agent, is wrong: that is a usage error, not a failed gate.
         print(f"otel-tooleval: {broken}", file=sys.stderr)
         usable = False
+    if targets is not None:
+        delivered, counts = targets.finish(args.delivery_timeout)
+        for line in counts:
+            print(f"otel-tooleval: --to {line}", file=sys.stderr)
+        if not delivered and not args.allow_delivery_errors:
+            print("otel-tooleval: not every verdict was delivered (--allow-delivery-errors "
+                  "to gate on the grading alone)", file=sys.stderr)
+            usable = False
     if not usable:
         return 2
     code = 0 if aggregate_passed(outcome.aggregate) else 1
@@ -564,6 +585,14 @@ def _parser() -> argparse.ArgumentParser:
                        help="exit 2 when a run's model requests and tool spans disagree (an "
                             "unrequested execution, an unexecuted request); config: "
                             "runs.strict_reading")
+    grade.add_argument("--to", action="append", choices=SINK_FIELDS, metavar="BACKEND",
+                       help=f"also deliver the verdicts to a backend ({', '.join(SINK_FIELDS)}; "
+                            "repeatable): settings from the config's emit section, else the "
+                            "backend's environment variables")
+    grade.add_argument("--allow-delivery-errors", action="store_true",
+                       help="exit on the grading alone when --to could not deliver everything")
+    grade.add_argument("--delivery-timeout", type=float, default=60.0, metavar="SECONDS",
+                       help="how long --to may take after grading (default 60)")
     grade.add_argument("--include-calls", action="store_true",
                        help="with --format json: each run's tool calls too (docs/inspect.md)")
     grade.add_argument("--baseline", metavar="FILE",

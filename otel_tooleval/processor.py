@@ -41,6 +41,7 @@ from .processor_marks import ViolationMarks
 from .registration import NO_SPANS, first_span_warnings, warn
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
+from .sinks.fanout import SinkSet
 from .trajectory import run_from
 from .violations import names_calls
 from .worker import Verdict
@@ -82,8 +83,14 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                  id_generator: Any = None) -> None:
         self.config: ToolEvalConfig = load_config(config)
         self._downstream = downstream
-        self._on_report = on_report
         emit = self.config.emit
+        # registration.py: checked at the first span, then out of the hot path
+        self.expect_downstream = on_report is None
+        self.sinks = SinkSet.from_emit(emit)   # fed the reports the log events are built from
+        if self.sinks is not None:
+            on_report = self.sinks.chain(on_report)
+            on_session = self.sinks.chain(on_session, session=True)
+        self._on_report = on_report
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         # Violation marks: tool spans wait for their run's verdict (TraceState.held).
@@ -101,8 +108,6 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                                           metrics=self._metrics, report=self._report,
                                           on_session=on_session, id_generator=id_generator)
         self._shutdown = False
-        # registration.py: checked at the first span, then out of the hot path
-        self.expect_downstream = on_report is None
         self._seen_span = False
         self._install_hooks()
         self._reported: dict[str, object] = {}
@@ -656,6 +661,8 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                 self._flush_retired()
         except Exception:
             self._report("shutdown")
+        # What the grading queued for the sinks is sent while the downstream shuts down.
+        sinks_closed = self.sinks.closing(deadline) if self.sinks is not None else None
         downstream = self.downstream
         if downstream is not None:
             # Shut down even when the flush failed or ran out of time: shutting the exporter
@@ -664,6 +671,8 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                                    lambda: downstream.force_flush(_millis_left(deadline)))
             closed = self._within(deadline, "downstream.shutdown", downstream.shutdown)
             ok = ok and flushed and closed
+        if sinks_closed is not None:
+            ok = sinks_closed() and ok
         return ok
 
     def _within(self, deadline: float, where: str, call: Callable[[], Any]) -> bool:

@@ -59,6 +59,7 @@ from .grading import grade_run
 from .model import RunReport, SpanRecord
 from .sessions.live import LiveSessions
 from .sessions.model import SessionReport
+from .sinks.fanout import SinkSet
 from .trajectory import build_run, find_runs
 from .violations import flagged_spans, names_calls
 
@@ -364,6 +365,10 @@ class TailGrader(Generic[H]):
                  trace_bytes: int = 0) -> None:
         self.config = config
         emit = config.emit
+        self.sinks = SinkSet.from_emit(emit)   # fed the reports the log events are built from
+        if self.sinks is not None:
+            on_report = self.sinks.chain(on_report)
+            on_session = self.sinks.chain(on_session, session=True)
         self._metrics = VerdictMetrics(meter_provider, __version__) if emit.metrics else None
         self._logs = LogEvents(logger_provider, __version__) if emit.log_events else None
         self._forward_items = forward
@@ -681,6 +686,7 @@ class TailGrader(Generic[H]):
         self._closed = True
         deadline = time.monotonic() + timeout_seconds
         ok = self._request("shutdown", deadline)
+        sinks_closed = self.sinks.closing(deadline) if self.sinks is not None else None
         if not ok:
             with self._claim_lock:   # what the grading thread holds and has not forwarded
                 left = [d for d in self._in_hand if not d.claimed]
@@ -697,6 +703,8 @@ class TailGrader(Generic[H]):
             if self.sessions is not None:
                 # Not graded in time: counted, never graded here (unbounded).
                 self.sessions.drop_all("shutdown")
+        if sinks_closed is not None:
+            ok = sinks_closed() and ok
         return ok
 
     def _drop_count(self, n: int, reason: str = "shutdown") -> None:
@@ -712,4 +720,6 @@ class TailGrader(Generic[H]):
         out["buffered_bytes"] = self.buffers.bytes
         if self.sessions is not None:
             out.update(self.sessions.stats())
+        if self.sinks is not None:
+            out.update(self.sinks.stats())
         return out
