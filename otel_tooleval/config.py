@@ -58,6 +58,7 @@ from .local_files import FileRefused, read_local_file
 from .mappings import ConventionEntry, compile_conventions
 from .sessions.settings import SessionsConfig
 from .sessions.turns import TurnsGrader
+from .sinks.langfuse import LangfuseSinkConfig
 from .trajectory import RunPolicy
 
 __all__ = [
@@ -180,6 +181,9 @@ class EmitConfig(BaseModel):
                     "so that the calls a failing grader lists under details.violations carry "
                     "tooleval.violation and tooleval.violation.graders; false forwards tool "
                     "spans at once, unmarked")
+    langfuse: LangfuseSinkConfig | None = Field(
+        default=None, description="each run's verdicts as Langfuse scores (docs/langfuse.md); "
+                                  "absent: off")
 
 
 class GradingConfig(BaseModel):
