@@ -59,6 +59,7 @@ from .mappings import ConventionEntry, compile_conventions
 from .sessions.settings import SessionsConfig
 from .sessions.turns import TurnsGrader
 from .sinks.phoenix import PhoenixSinkConfig
+from .sinks.langfuse import LangfuseSinkConfig
 from .trajectory import RunPolicy
 
 __all__ = [
@@ -183,6 +184,9 @@ class EmitConfig(BaseModel):
                     "spans at once, unmarked")
     phoenix: PhoenixSinkConfig | None = Field(
         default=None, description="annotate the graded runs in Arize Phoenix (docs/phoenix.md)")
+    langfuse: LangfuseSinkConfig | None = Field(
+        default=None, description="each run's verdicts as Langfuse scores (docs/langfuse.md); "
+                                  "absent: off")
 
 
 class GradingConfig(BaseModel):

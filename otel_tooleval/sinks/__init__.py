@@ -19,7 +19,7 @@ __all__ = ["SINK_FIELDS", "Delivery", "DeliverySettings", "Sink", "build_sinks"]
 
 #: The ``emit:`` fields that configure a sink, in the order the sinks are built. Each field's
 #: model (``sinks.<name>.<Name>SinkConfig``) has ``build_sink() -> Sink``.
-SINK_FIELDS: tuple[str, ...] = ("phoenix",)
+SINK_FIELDS: tuple[str, ...] = ("phoenix", "langfuse")
 
 
 @runtime_checkable
