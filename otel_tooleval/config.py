@@ -58,8 +58,8 @@ from .local_files import FileRefused, read_local_file
 from .mappings import ConventionEntry, compile_conventions
 from .sessions.settings import SessionsConfig
 from .sessions.turns import TurnsGrader
-from .sinks.phoenix import PhoenixSinkConfig
 from .sinks.langfuse import LangfuseSinkConfig
+from .sinks.phoenix import PhoenixSinkConfig
 from .trajectory import RunPolicy
 
 __all__ = [
