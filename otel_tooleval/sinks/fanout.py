@@ -9,7 +9,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from . import Sink, build_sinks
+from .base import Sink, build_sinks
 
 __all__ = ["SinkSet"]
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from . import Sink
+from .base import Sink
 from .fanout import SinkSet
 
 __all__ = ["DeliveryTargets"]
