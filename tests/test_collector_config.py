@@ -193,10 +193,11 @@ def check_otlp_receiver(doc: Doc) -> list[str]:
     return problems
 
 
+# contrib 0.129 processor/tailsamplingprocessor/config.go (tests/data/collector_keys: the
+# release's keys for every component; tests/test_collector_keys.py checks them all)
 TAIL_SAMPLING_KEYS = {
-    "decision_wait", "decision_wait_after_root_received", "num_traces",
-    "expected_new_traces_per_sec", "decision_cache", "policies", "sample_on_first_match",
-    "block_on_overflow", "maximum_trace_size_bytes", "drop_pending_traces_on_shutdown",
+    "decision_wait", "num_traces", "expected_new_traces_per_sec", "decision_cache", "policies",
+    "sample_on_first_match",
 }
 POLICY_FIELDS: dict[str, set[str]] = {  # processor/tailsamplingprocessor config, per policy type
     "always_sample": set(),
