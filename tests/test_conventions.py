@@ -70,6 +70,27 @@ def test_only_objects_arrays_and_json_strings_are_decoded() -> None:
     assert decode_value("[1, 2]") == [1, 2]
 
 
+@pytest.mark.parametrize("text", ['{"a": 1} trailing', "[1] [2]", '{"a": 1}{"b": 2}'])
+def test_a_json_value_with_text_after_it_stays_the_recorded_text(text: str) -> None:
+    assert decode_value(text) == text
+    assert decode_value(f" {text} ") == f" {text} "
+
+
+def test_a_span_recorded_open_then_ended_reads_as_ended_in_either_order() -> None:
+    # An exporter retried: the file holds the tool span once still open and once ended.
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    attrs = {"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}"}
+    opened = SpanRecord(1, 2, 1, "execute_tool t", 10, None, attrs)
+    ended = SpanRecord(1, 2, 1, "execute_tool t", 10, 30,
+                       {**attrs, "gen_ai.tool.call.result": '{"ok": true}'})
+    for spans in ([root, opened, ended], [root, ended, opened]):
+        ((found_root, members),) = find_runs(spans, RunPolicy())
+        assert [s.end_ns for s in members if s.span_id == 2] == [30]
+        (c,) = build_run(found_root, [m for m in members if m is not found_root],
+                         RunPolicy()).calls
+        assert (c.pending, c.result, c.duration_ms) == (False, {"ok": True}, 0.00002)
+
+
 def test_python_literals_are_never_evaluated() -> None:
     hostile = "{'a': __import__('os').system('echo pwned')}"
     assert decode_value(hostile) == hostile
@@ -603,6 +624,10 @@ def test_a_model_span_inside_another_is_one_response() -> None:
     ("gcp.vertex.agent", {"gen_ai.tool.name": "c", "gcp.vertex.agent.tool_call_args":
                           '{"q": 1}', "gcp.vertex.agent.tool_response": '{"result": "Paris"}'},
      "c", {"q": 1}, "Paris"),
+    # ADK: the tool's own dict with "result" beside another key stays whole
+    ("gcp.vertex.agent", {"gen_ai.tool.name": "c", "gcp.vertex.agent.tool_call_args": "{}",
+                          "gcp.vertex.agent.tool_response": '{"result": 1, "status": "ok"}'},
+     "c", {}, {"result": 1, "status": "ok"}),
     # Strands (latest semconv): content blocks with the value as JSON text
     ("strands.telemetry.tracer", {"gen_ai.tool.name": "g", "gen_ai.tool.call.arguments": "{}",
                                   "gen_ai.tool.call.result": '[{"text": "{\\"a\\": 1}"}]'},

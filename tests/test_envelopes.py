@@ -12,6 +12,8 @@ import pytest
 
 from otel_tooleval.config import load_config
 from otel_tooleval.conventions.calls import agent_of_span_name
+from otel_tooleval.conventions.envelopes import only_result
+from otel_tooleval.conventions.messages import _result
 from otel_tooleval.files import iter_traces, read_records
 from otel_tooleval.graders.trajectory_entries import _args_text
 from otel_tooleval.grading import grade_records
@@ -285,3 +287,10 @@ def test_an_agent_attribute_below_wins_over_an_agent_span_name() -> None:
     agent_root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100,
                             {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
     assert build_run(agent_root, [by_name], RunPolicy()).agent == "a"
+
+
+def test_adks_result_wrapper_is_taken_off_only_when_alone() -> None:
+    assert only_result({"result": 1}) == 1
+    kept = {"result": 1, "status": "ok"}
+    assert only_result(kept) is kept
+    assert _result(json.dumps(kept)) == kept    # a message's tool result, the same rule
