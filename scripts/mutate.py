@@ -84,6 +84,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=33)
     ap.add_argument("--mutmut-path", help="a folder mutmut was installed into (pip --target)")
     ap.add_argument("--workdir", help="the scratch folder (default: a new temporary one)")
+    ap.add_argument("--reuse", action="store_true",
+                    help="keep --workdir's copy and mutmut's state (same files and tests: "
+                         "another --sample, or the survivors again after new tests)")
     args = ap.parse_args(argv)
 
     files = list(args.files) + (_changed(args.changed) if args.changed else [])
@@ -95,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("no tests: name them with --tests")
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="tooleval-mutate-"))
-    if work.exists() and any(work.iterdir()):
-        shutil.rmtree(work)
-    work.mkdir(parents=True, exist_ok=True)
-    _copy_tree(work)
+    if args.reuse and (work / "mutants").is_dir():
+        pass        # mutmut's mutants, coverage and results of the last run there are kept
+    else:
+        if work.exists() and any(work.iterdir()):
+            shutil.rmtree(work)
+        work.mkdir(parents=True, exist_ok=True)
+        _copy_tree(work)
     (work / "setup.cfg").write_text(
         "[mutmut]\nsource_paths = otel_tooleval\n"
         f"only_mutate ={_lines(files)}\n"
@@ -115,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         # mutmut lists its mutants once it has generated them (and has its per-test
         # coverage): a first run filtered to no mutant does that and stops; then the sample
         # is run by name.
-        subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), "-none-"], cwd=work,
+        subprocess.run([*mutmut, "run", "--max-children", str(args.jobs), "none-of-them"], cwd=work,
                        env=env, capture_output=True, text=True, check=False)
         listed = subprocess.run([*mutmut, "results", "--all", "true"], cwd=work, env=env,
                                 capture_output=True, text=True, check=False).stdout

@@ -810,3 +810,22 @@ def test_a_str_enum_operation_under_an_http_root_is_the_same_run_live_and_offlin
             assert report.passed
     finally:
         h.close()
+
+
+def test_text_with_leading_space_before_no_opener_stays_the_recorded_text() -> None:
+    assert decode_value("  1.50") == "  1.50"
+    assert decode_value("\ttrue ") == "\ttrue "
+    assert decode_value('  {"a": 1}  ') == {"a": 1}
+
+
+def test_spans_no_local_root_reaches_go_to_on_detached_or_nowhere() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    tool = SpanRecord(1, 2, 1, "execute_tool t", 10, 20,
+                      {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    loop_a = SpanRecord(1, 3, 4, "x", 10, 20, {})     # 3 and 4 name each other as parent
+    loop_b = SpanRecord(1, 4, 3, "y", 10, 20, {})
+    detached: list[list[SpanRecord]] = []
+    runs = find_runs([root, tool, loop_a, loop_b], RunPolicy(), on_detached=detached.append)
+    assert [r.span_id for r, _ in runs] == [1]
+    assert [sorted(s.span_id for s in group) for group in detached] == [[3, 4]]
+    assert [r.span_id for r, _ in find_runs([root, tool, loop_a, loop_b], RunPolicy())] == [1]
