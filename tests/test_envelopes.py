@@ -19,7 +19,7 @@ from otel_tooleval.graders.trajectory_entries import _args_text
 from otel_tooleval.grading import grade_records
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run
-from otel_tooleval.values import decode_value, unwrap_arguments, unwrap_result
+from otel_tooleval.values import decode_value, lc_message, unwrap_arguments, unwrap_result
 from tests.support.replay import replay_file
 from tests.test_framework_fixtures import SHARED
 
@@ -294,3 +294,24 @@ def test_adks_result_wrapper_is_taken_off_only_when_alone() -> None:
     kept = {"result": 1, "status": "ok"}
     assert only_result(kept) is kept
     assert _result(json.dumps(kept)) == kept    # a message's tool result, the same rule
+
+
+def test_lc_message_reads_only_a_messages_constructor() -> None:
+    def ctor(ids: Any, kwargs: Any) -> dict[str, Any]:
+        return {"lc": 1, "type": "constructor", "id": ids, "kwargs": kwargs}
+
+    assert lc_message(ctor(["x", "ToolMessage"], {"content": "c"})) == {
+        "content": "c", "type": "ToolMessage"}
+    assert lc_message(ctor(["x", "AIMessageChunk"], {"content": "c"}))["type"] == "AIMessageChunk"
+    kept = {"content": "c", "type": "tool"}
+    assert lc_message(ctor(["x", "ToolMessage"], kept)) is kept      # its own type wins
+    for ids, kwargs in (([], {"content": "c"}), ("ToolMessage", {"content": "c"}),
+                        (["x", "ToolMessage"], "c"), (["x", "Document"], {"content": "c"}),
+                        (["x", 7], {"content": "c"})):
+        assert lc_message(ctor(ids, kwargs)) is None, (ids, kwargs)
+
+
+def test_a_content_object_typed_as_a_tool_message_is_its_content() -> None:
+    assert unwrap_result({"type": "tool", "content": "x"}) == "x"
+    assert unwrap_result({"type": "ToolMessage", "content": "x"}) == "x"
+    assert unwrap_result({"role": "tool", "content": "x"}) == "x"
