@@ -12,7 +12,12 @@ import pytest
 
 from otel_tooleval.config import load_config
 from otel_tooleval.conventions.calls import agent_of_span_name
-from otel_tooleval.conventions.envelopes import only_result
+from otel_tooleval.conventions.envelopes import (
+    conversation_answer,
+    haystack_agent_result,
+    mcp_call_result,
+    only_result,
+)
 from otel_tooleval.conventions.messages import _result
 from otel_tooleval.files import iter_traces, read_records
 from otel_tooleval.graders.trajectory_entries import _args_text
@@ -315,3 +320,26 @@ def test_a_content_object_typed_as_a_tool_message_is_its_content() -> None:
     assert unwrap_result({"type": "tool", "content": "x"}) == "x"
     assert unwrap_result({"type": "ToolMessage", "content": "x"}) == "x"
     assert unwrap_result({"role": "tool", "content": "x"}) == "x"
+
+
+def test_an_mcp_call_result_is_read_only_with_its_marks() -> None:
+    blocks = [{"type": "text", "text": '{"a": 1}'}]
+    assert mcp_call_result({"content": blocks, "structuredContent": {"b": 2}}) == {"b": 2}
+    assert mcp_call_result({"content": blocks, "isError": False}) == {"a": 1}
+    assert mcp_call_result({"content": blocks, "isError": True,
+                            "structuredContent": {"b": 2}}) == {"a": 1}
+    plain = {"content": blocks}
+    assert mcp_call_result(plain) is plain
+
+
+def test_a_haystack_agent_result_is_its_last_messages_text_joined() -> None:
+    last = {"content": [{"text": "Par"}, {"text": "is"}, {"image": "x"}]}
+    assert haystack_agent_result({"messages": [], "last_message": last}) == "Paris"
+    assert haystack_agent_result({"last_message": last}) is None     # no messages: no agent's
+    assert haystack_agent_result({"messages": [], "last_message": {"content": []}}) is None
+
+
+def test_a_conversations_answer_joins_its_text_blocks_as_they_are() -> None:
+    message = {"role": "assistant", "content": [{"type": "text", "text": "Par"},
+                                                 {"type": "output_text", "text": "is"}]}
+    assert conversation_answer([message]) == "Paris"
