@@ -829,3 +829,17 @@ def test_spans_no_local_root_reaches_go_to_on_detached_or_nowhere() -> None:
     assert [r.span_id for r, _ in runs] == [1]
     assert [sorted(s.span_id for s in group) for group in detached] == [[3, 4]]
     assert [r.span_id for r, _ in find_runs([root, tool, loop_a, loop_b], RunPolicy())] == [1]
+
+
+def test_indexed_texts_reads_every_assistant_text_in_order_until_the_list_ends() -> None:
+    from otel_tooleval.conventions.genai import indexed_texts
+
+    attrs = {"m.0.role": "user", "m.0.content": "hi",
+             "m.1.role": "assistant", "m.1.content": "one",
+             "m.2.role": "assistant", "m.2.content": "",
+             "m.3.role": "assistant", "m.3.content": 7,
+             "m.4.content": "two",                                # no role: the model's
+             "m.5.role": "ai", "m.5.content": "three",
+             "m.7.role": "assistant", "m.7.content": "after the end"}
+    assert indexed_texts(attrs, "m", "role", "content") == ["one", "two", "three"]
+    assert indexed_texts({"m.0.role": "user", "m.0.content": "x"}, "m", "role", "content") == []
