@@ -65,3 +65,20 @@ def test_group_by_a_root_attribute() -> None:
     assert set(doc["groups"]) == {"a", "b"}
     assert doc["groups"]["a"]["graders"]["selection"]["passed_aggregate"] is True
     assert doc["groups"]["b"]["graders"]["selection"]["passed_aggregate"] is False
+
+
+def test_a_grader_limited_to_one_agent_summarises_only_the_runs_it_graded() -> None:
+    cfg = load_config({"graders": [
+        {"name": "researched", "type": "tool-calls", "agents": ["researcher"],
+         "config": {"required": ["^search$"]}},
+        {"name": "any", "type": "tool-calls", "config": {"required": ["^search$"]}},
+    ]})
+    runs = [run_of([call("search", {})], cfg.policy, agent="researcher"),
+            run_of([call("other", {})], cfg.policy, agent="writer"),
+            run_of([call("other", {})], cfg.policy, agent="writer")]
+    doc = aggregate([grade_run(r, cfg) for r in runs], cfg)
+    assert doc["runs"] == 3
+    # the writer's two runs are not the researcher grader's: its mean is over its one run
+    assert doc["graders"]["researched"] == {"runs": 1, "passed": 1, "mean_score": 1.0}
+    assert doc["graders"]["any"]["runs"] == 3
+    assert doc["graders"]["any"]["mean_score"] == 1 / 3

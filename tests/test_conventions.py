@@ -70,6 +70,27 @@ def test_only_objects_arrays_and_json_strings_are_decoded() -> None:
     assert decode_value("[1, 2]") == [1, 2]
 
 
+@pytest.mark.parametrize("text", ['{"a": 1} trailing', "[1] [2]", '{"a": 1}{"b": 2}'])
+def test_a_json_value_with_text_after_it_stays_the_recorded_text(text: str) -> None:
+    assert decode_value(text) == text
+    assert decode_value(f" {text} ") == f" {text} "
+
+
+def test_a_span_recorded_open_then_ended_reads_as_ended_in_either_order() -> None:
+    # An exporter retried: the file holds the tool span once still open and once ended.
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    attrs = {"gen_ai.tool.name": "t", "gen_ai.tool.call.arguments": "{}"}
+    opened = SpanRecord(1, 2, 1, "execute_tool t", 10, None, attrs)
+    ended = SpanRecord(1, 2, 1, "execute_tool t", 10, 30,
+                       {**attrs, "gen_ai.tool.call.result": '{"ok": true}'})
+    for spans in ([root, opened, ended], [root, ended, opened]):
+        ((found_root, members),) = find_runs(spans, RunPolicy())
+        assert [s.end_ns for s in members if s.span_id == 2] == [30]
+        (c,) = build_run(found_root, [m for m in members if m is not found_root],
+                         RunPolicy()).calls
+        assert (c.pending, c.result, c.duration_ms) == (False, {"ok": True}, 0.00002)
+
+
 def test_python_literals_are_never_evaluated() -> None:
     hostile = "{'a': __import__('os').system('echo pwned')}"
     assert decode_value(hostile) == hostile
@@ -603,6 +624,10 @@ def test_a_model_span_inside_another_is_one_response() -> None:
     ("gcp.vertex.agent", {"gen_ai.tool.name": "c", "gcp.vertex.agent.tool_call_args":
                           '{"q": 1}', "gcp.vertex.agent.tool_response": '{"result": "Paris"}'},
      "c", {"q": 1}, "Paris"),
+    # ADK: the tool's own dict with "result" beside another key stays whole
+    ("gcp.vertex.agent", {"gen_ai.tool.name": "c", "gcp.vertex.agent.tool_call_args": "{}",
+                          "gcp.vertex.agent.tool_response": '{"result": 1, "status": "ok"}'},
+     "c", {}, {"result": 1, "status": "ok"}),
     # Strands (latest semconv): content blocks with the value as JSON text
     ("strands.telemetry.tracer", {"gen_ai.tool.name": "g", "gen_ai.tool.call.arguments": "{}",
                                   "gen_ai.tool.call.result": '[{"text": "{\\"a\\": 1}"}]'},
@@ -785,3 +810,36 @@ def test_a_str_enum_operation_under_an_http_root_is_the_same_run_live_and_offlin
             assert report.passed
     finally:
         h.close()
+
+
+def test_text_with_leading_space_before_no_opener_stays_the_recorded_text() -> None:
+    assert decode_value("  1.50") == "  1.50"
+    assert decode_value("\ttrue ") == "\ttrue "
+    assert decode_value('  {"a": 1}  ') == {"a": 1}
+
+
+def test_spans_no_local_root_reaches_go_to_on_detached_or_nowhere() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    tool = SpanRecord(1, 2, 1, "execute_tool t", 10, 20,
+                      {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": "t"})
+    loop_a = SpanRecord(1, 3, 4, "x", 10, 20, {})     # 3 and 4 name each other as parent
+    loop_b = SpanRecord(1, 4, 3, "y", 10, 20, {})
+    detached: list[list[SpanRecord]] = []
+    runs = find_runs([root, tool, loop_a, loop_b], RunPolicy(), on_detached=detached.append)
+    assert [r.span_id for r, _ in runs] == [1]
+    assert [sorted(s.span_id for s in group) for group in detached] == [[3, 4]]
+    assert [r.span_id for r, _ in find_runs([root, tool, loop_a, loop_b], RunPolicy())] == [1]
+
+
+def test_indexed_texts_reads_every_assistant_text_in_order_until_the_list_ends() -> None:
+    from otel_tooleval.conventions.genai import indexed_texts
+
+    attrs = {"m.0.role": "user", "m.0.content": "hi",
+             "m.1.role": "assistant", "m.1.content": "one",
+             "m.2.role": "assistant", "m.2.content": "",
+             "m.3.role": "assistant", "m.3.content": 7,
+             "m.4.content": "two",                                # no role: the model's
+             "m.5.role": "ai", "m.5.content": "three",
+             "m.7.role": "assistant", "m.7.content": "after the end"}
+    assert indexed_texts(attrs, "m", "role", "content") == ["one", "two", "three"]
+    assert indexed_texts({"m.0.role": "user", "m.0.content": "x"}, "m", "role", "content") == []

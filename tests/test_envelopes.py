@@ -12,12 +12,19 @@ import pytest
 
 from otel_tooleval.config import load_config
 from otel_tooleval.conventions.calls import agent_of_span_name
+from otel_tooleval.conventions.envelopes import (
+    conversation_answer,
+    haystack_agent_result,
+    mcp_call_result,
+    only_result,
+)
+from otel_tooleval.conventions.messages import _result
 from otel_tooleval.files import iter_traces, read_records
 from otel_tooleval.graders.trajectory_entries import _args_text
 from otel_tooleval.grading import grade_records
 from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run
-from otel_tooleval.values import decode_value, unwrap_arguments, unwrap_result
+from otel_tooleval.values import decode_value, lc_message, unwrap_arguments, unwrap_result
 from tests.support.replay import replay_file
 from tests.test_framework_fixtures import SHARED
 
@@ -285,3 +292,54 @@ def test_an_agent_attribute_below_wins_over_an_agent_span_name() -> None:
     agent_root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100,
                             {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": "a"})
     assert build_run(agent_root, [by_name], RunPolicy()).agent == "a"
+
+
+def test_adks_result_wrapper_is_taken_off_only_when_alone() -> None:
+    assert only_result({"result": 1}) == 1
+    kept = {"result": 1, "status": "ok"}
+    assert only_result(kept) is kept
+    assert _result(json.dumps(kept)) == kept    # a message's tool result, the same rule
+
+
+def test_lc_message_reads_only_a_messages_constructor() -> None:
+    def ctor(ids: Any, kwargs: Any) -> dict[str, Any]:
+        return {"lc": 1, "type": "constructor", "id": ids, "kwargs": kwargs}
+
+    assert lc_message(ctor(["x", "ToolMessage"], {"content": "c"})) == {
+        "content": "c", "type": "ToolMessage"}
+    assert lc_message(ctor(["x", "AIMessageChunk"], {"content": "c"}))["type"] == "AIMessageChunk"
+    kept = {"content": "c", "type": "tool"}
+    assert lc_message(ctor(["x", "ToolMessage"], kept)) is kept      # its own type wins
+    for ids, kwargs in (([], {"content": "c"}), ("ToolMessage", {"content": "c"}),
+                        (["x", "ToolMessage"], "c"), (["x", "Document"], {"content": "c"}),
+                        (["x", 7], {"content": "c"})):
+        assert lc_message(ctor(ids, kwargs)) is None, (ids, kwargs)
+
+
+def test_a_content_object_typed_as_a_tool_message_is_its_content() -> None:
+    assert unwrap_result({"type": "tool", "content": "x"}) == "x"
+    assert unwrap_result({"type": "ToolMessage", "content": "x"}) == "x"
+    assert unwrap_result({"role": "tool", "content": "x"}) == "x"
+
+
+def test_an_mcp_call_result_is_read_only_with_its_marks() -> None:
+    blocks = [{"type": "text", "text": '{"a": 1}'}]
+    assert mcp_call_result({"content": blocks, "structuredContent": {"b": 2}}) == {"b": 2}
+    assert mcp_call_result({"content": blocks, "isError": False}) == {"a": 1}
+    assert mcp_call_result({"content": blocks, "isError": True,
+                            "structuredContent": {"b": 2}}) == {"a": 1}
+    plain = {"content": blocks}
+    assert mcp_call_result(plain) is plain
+
+
+def test_a_haystack_agent_result_is_its_last_messages_text_joined() -> None:
+    last = {"content": [{"text": "Par"}, {"text": "is"}, {"image": "x"}]}
+    assert haystack_agent_result({"messages": [], "last_message": last}) == "Paris"
+    assert haystack_agent_result({"last_message": last}) is None     # no messages: no agent's
+    assert haystack_agent_result({"messages": [], "last_message": {"content": []}}) is None
+
+
+def test_a_conversations_answer_joins_its_text_blocks_as_they_are() -> None:
+    message = {"role": "assistant", "content": [{"type": "text", "text": "Par"},
+                                                 {"type": "output_text", "text": "is"}]}
+    assert conversation_answer([message]) == "Paris"

@@ -137,6 +137,12 @@ def test_process_mode_emits_what_the_thread_emits(pair: tuple[Harness, Harness])
         assert _points(process, metric) == _points(thread, metric), metric
         assert _points(process, metric), metric
     assert process.processor.stats() == thread.processor.stats()
+    # counted against the verdicts themselves, not only the thread (a bug both share passes)
+    verdicts = [s.attributes["tooleval.passed"] for s in process.finished()
+                if s.attributes and "tooleval.passed" in s.attributes]   # the warm-up's too
+    stats = process.processor.stats()
+    assert stats["runs"] == len(verdicts) == len(roots) + 1
+    assert stats["runs.failed"] == verdicts.count(False) > 0
     if thread.reports:   # whole reports for the callback, details included
         def reports(h: Harness) -> list[str]:
             ids = {f"{s.context.span_id:016x}": s.name for s in h.finished()}

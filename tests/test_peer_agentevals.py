@@ -340,6 +340,16 @@ DEPARTURES = {"first-come pairing": {"greedy": True},
               "key paths read None": {"peer_paths": True}}
 
 
+def test_trajectory_match_agrees_with_the_oracle() -> None:
+    """Our half of the differential test: it needs no peer, so it runs everywhere."""
+    cases = generate(seed=17, n=N_CASES)
+    ours_rng = random.Random(2)
+    for k, case in enumerate(cases):
+        assert ours(case, ours_rng) == oracle(case), (k, case)
+    # both verdicts occur, in every mode
+    assert {(c["mode"], oracle(c)) for c in cases} == {(m, v) for m in MODES for v in (0.0, 1.0)}
+
+
 def test_trajectory_match_agrees_with_agentevals() -> None:
     cases = generate(seed=17, n=N_CASES)
     rng = random.Random(1)

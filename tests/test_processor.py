@@ -632,3 +632,12 @@ def test_framework_runs_under_a_root_that_never_ends_leave_no_entry_behind(h: Ha
     assert not state.run_roots and not state.graded
     assert set(state.parents) == {session.get_span_context().span_id}
     session.end()
+
+
+def test_stats_count_graded_runs_and_the_failed_ones(h: Harness) -> None:
+    h.agent_run(["search"], agent="a")
+    h.agent_run(["search", "delete"], agent="b")
+    h.agent_run(["fetch"], agent="c")
+    assert h.flush()
+    stats = h.processor.stats()
+    assert (stats["runs"], stats["runs.failed"]) == (3, 2)

@@ -470,3 +470,16 @@ def test_the_docs_example_runs(tmp_path: Path) -> None:
                           text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["conv-42", "False", "False", "3"]
+
+
+def test_max_open_sessions_ends_the_least_recently_active_not_the_first_created() -> None:
+    # a is created first but is busy again after b: b is the idle one that a new session evicts.
+    got: list[SessionReport] = []
+    h = Harness(config(max_open_sessions=2), on_session=got.append)
+    try:
+        for key in ("a", "b", "a", "c"):
+            conversation(h, key, ["search"])
+            assert h.processor._drain(time.monotonic() + 10)
+        assert [(r.key.value, r.ended) for r in got] == [("b", "evicted")]
+    finally:
+        h.close()

@@ -237,3 +237,12 @@ def test_graded_live_from_sdk_spans() -> None:
         assert accuracy.details["pairs"][1]["span_id"] in spans
     finally:
         h.close()
+
+
+def test_listings_name_the_first_three_and_count_the_rest() -> None:
+    from otel_tooleval.graders.tool_call_accuracy import _listing
+
+    assert _listing(["a", "b"]) == "a, b"
+    assert _listing(["a", "b", "c"]) == "a, b, c"
+    assert _listing(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
+    assert _listing(["#1", "#2", "#3"], total=7) == "#1, #2, #3 and 4 more"

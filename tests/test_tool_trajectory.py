@@ -746,3 +746,14 @@ def test_args_match_on_other_mappings_and_string_types() -> None:
     assert args_match({"a": "x"}, {"a": Text("x")}) and args_match(Text("x"), "x")
     assert not args_match({"a": "true"}, {"a": True}) and not args_match({"a": "1"}, {"a": 1})
     assert not args_match({"a": "x"}, ["a"]) and not args_match("x", None)
+
+
+@pytest.mark.parametrize("mode", ["exact", "in_order"])
+def test_a_call_lasting_exactly_max_duration_ms_meets_its_limit(mode: str) -> None:
+    # "at most that long": 100 ms against a 100 ms limit is a latency hit, 100.001 ms is not.
+    config = entry(mode, expected=[{"tool": "a", "max_duration_ms": 100}])
+    r = grade(config, [call("a", {}, duration_ms=100)])
+    assert verdict(r) == (1.0, True, "pass")
+    assert r.details["entries"][0]["latency"] == "hit"
+    r = grade(config, [call("a", {}, duration_ms=100.001)])
+    assert r.score == 0.5 and not r.passed

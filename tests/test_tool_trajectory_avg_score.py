@@ -425,3 +425,12 @@ def test_any_order_buckets_agree_with_pairwise_value_equality() -> None:
         r = grade(adk(expected, mode("ANY_ORDER")), [call(n, a) for n, a in calls])
         assert [p["call"] for p in r.details["pairing"]] == oracle, (expected, calls)
         assert r.score == (1.0 if None not in oracle else 0.0)
+
+
+def test_an_exact_pass_explains_itself_in_the_singular_and_plural() -> None:
+    one = grade(adk([use("a", q=1)], mode("EXACT")), [call("a", {"q": 1})])
+    assert one.explanation == ("EXACT: the 1 call equal the 1 expected tool use "
+                               "(tool names and args).")
+    two = grade(adk([use("a"), use("b")], mode("EXACT")), [call("a", {}), call("b", {})])
+    assert two.explanation == ("EXACT: the 2 calls equal the 2 expected tool uses "
+                               "(tool names and args).")

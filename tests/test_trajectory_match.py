@@ -454,3 +454,15 @@ def test_max_pairing_remembers_reference_keys_across_runs() -> None:
             refs_, calls, rules.__getitem__)
     assert len(keys) == 3                   # one per distinct args object, computed once
     assert keys[("e", id(refs_[1][1]))] == canonical({"b": [1, 2]})
+
+
+def test_a_failed_match_explains_each_missing_entry_in_its_mode() -> None:
+    ref = refs(("a", {"q": 1}))
+    r = grade(tm("strict", args_mode="exact", reference_tool_calls=ref), [call("a", {"q": 2})])
+    assert r.explanation == ("No strict match: 1 of 1 reference calls unpaired: 'a' (entry 0, "
+                             "step 0): no call of that step left "
+                             "with matching args (exact); call(s) #0 ('a') not in the reference "
+                             "step.")
+    r = grade(tm("superset", args_mode="exact", reference_tool_calls=ref), [call("a", {"q": 2})])
+    assert r.explanation == ("No superset match: 1 of 1 reference calls unpaired: 'a' (entry 0): "
+                             "no call left with matching args (exact).")

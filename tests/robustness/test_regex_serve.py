@@ -46,7 +46,7 @@ def test_healthz_answers_while_a_slow_pattern_is_graded() -> None:
             {"name": "slow", "type": "tool-calls",
              "config": {"disallowed": [{"name": "fetch", "result": SLOW_FOR_RE2}]}},
             {"name": "after", "type": "tool-calls", "config": {"required": ["fetch"]}}],
-        "limits": {"max_match_chars": 65536}})
+        "limits": {"max_match_chars": 65536, "grading_budget_ms": 250}})
     graded = threading.Event()
     reports: list[RunReport] = []
 
@@ -76,5 +76,7 @@ def test_healthz_answers_while_a_slow_pattern_is_graded() -> None:
     (report,) = reports
     assert len(report.run.calls) == 100
     slow, after = report.results
-    assert slow.error is not None or slow.passed       # the budget's verdict or a real one
-    assert after.error is not None or after.passed
+    # A whole scan takes about 4 s of CPU here (40 ms a call), 16 times the budget: the
+    # budget ends it, and the grader after it finds the shared budget spent.
+    assert (slow.error, slow.passed) == ("budget_exceeded", False)
+    assert (after.error, after.passed) == ("budget_exceeded", False)
