@@ -1,8 +1,8 @@
 """Mutation testing over the files a change touched, with the tests that cover them (mutmut 3).
 
-    python scripts/mutate.py otel_tooleval/values.py --tests tests/test_conventions.py
-    python scripts/mutate.py --changed main              # files changed since main; their tests
-    python scripts/mutate.py otel_tooleval/graders/tool_trajectory.py \\
+    python tests/mutation/mutate.py otel_tooleval/values.py --tests tests/test_conventions.py
+    python tests/mutation/mutate.py --changed main              # files changed since main; their tests
+    python tests/mutation/mutate.py otel_tooleval/graders/tool_trajectory.py \\
         --tests tests/test_tool_trajectory.py tests/test_tool_trajectory_oracle.py --sample 200
 
 The worktree is copied to a scratch folder (mutmut writes ``mutants/`` beside the sources) and
@@ -28,7 +28,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout",
           152: "timeout", 255: "timeout", 37: "killed"}
 
