@@ -122,6 +122,11 @@ class TraceBuffers:
         self._clock = clock
         self._lock = threading.Lock()
         self._traces: dict[int, TraceState] = {}
+        # Plain traffic (``plain``): the open spans of traces that have no state, by span id.
+        # A trace gets a state only when one of its spans turns out to be an agent, model or
+        # tool span (``_promote``), which adopts the trace's open spans from here.
+        self._live: dict[int, Any] = {}
+        self.plain = policy.root != "local_root"
         self._tombstones: dict[int, float] = {}   # trace id -> expiry (insertion ordered)
         # Plain attributes: the hooks read these once, when they are built (hooks.py).
         self._max_spans = limits.max_spans_per_trace
@@ -227,6 +232,10 @@ class TraceBuffers:
                 del self._tombstones[tid]
             if expired:   # counted with the removal, in one metric update, so a reader of
                 self._drop("ttl", len(expired))   # stats() never sees one without the other
+        live = self._live
+        for sid, span in list(live.items()):   # plain spans that never ended: forgotten
+            if (span.start_time or 0) < stale:
+                live.pop(sid, None)
         for state in expired:
             self._retire(state)
 
@@ -237,6 +246,7 @@ class TraceBuffers:
             states = list(self._traces.values())
             self._traces.clear()
             self._tombstones.clear()
+            self._live.clear()
         for state in states:
             if not state.closed:   # a closed one's root is queued: counted where it is handled
                 state.closed = True
@@ -248,6 +258,7 @@ class TraceBuffers:
         self._lock = threading.Lock()
         self._traces = {}
         self._tombstones = {}
+        self._live = {}
 
     # -- slow paths of the application-thread hooks (hooks.py) --------------------------------
     # The hooks track the usual span inline; what is rare, they hand to these.
@@ -272,6 +283,52 @@ class TraceBuffers:
         if local_root:
             state.open_roots += 1
             state.roots_seen += 1
+
+    def _promote(self, span: Any, trace_id: int) -> TraceState | None:
+        """A span of a trace without state (plain so far) ends and is an agent, model or tool
+        span, or a local root that may be a run: the trace gets its state now, with the
+        trace's open spans (``_live``) adopted as if tracked since their start, the ending span
+        among them (its end then goes the usual way). None when the trace is not tracked (a
+        late span of a finished trace, as ``_new_trace`` says).
+
+        What the trace's earlier spans would have left is not needed: the ended ones were no
+        agent, model or tool spans and are no ancestors of a span still to end (a span ends
+        after its children), and every open one, the local root and the framework spans a run
+        is placed under (``_place``) included, is adopted. One scan of the open plain spans of
+        every trace, once per agent trace.
+        """
+        ours = [span]
+        live = self._live
+        for sid, other in list(live.items()):
+            if other._context[0] == trace_id and live.pop(sid, None) is not None:
+                ours.append(other)
+        local_root = False
+        for one in ours:
+            parent = one._parent
+            if parent is None or parent[2]:
+                local_root = True
+        state = self._new_trace(trace_id, local_root)
+        if state is not None:
+            for one in ours:
+                self._adopt(state, one)
+        return state
+
+    def _adopt(self, state: TraceState, span: Any) -> None:
+        """Track an open span of a trace that was plain when it started (``_start_root``'s
+        bookkeeping, after the fact)."""
+        parent = span._parent
+        self._start_root(span, state.trace_id, span._context[1], parent, state)
+
+    def _adopt_started(self, trace_id: int, sid: int) -> None:
+        """A plain span whose trace got a state while it started (another thread's
+        ``_promote``): adopted unless that promotion took it."""
+        span = self._live.pop(sid, None)
+        state = self._traces.get(trace_id)
+        if span is not None:
+            if state is not None:
+                self._adopt(state, span)
+            else:   # its trace's state is gone again: plain, as it started
+                self._live[sid] = span
 
     def _end_untracked(self, state: TraceState | None, trace_id: int,
                        attrs: Mapping[str, Any], span: Any = None) -> None:

@@ -37,8 +37,9 @@ from opentelemetry.context import Context
 
 from ._compat import start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
-from .conventions import AGENT, MODEL, TOOL, span_kind
-from .conventions.registry import AGENT_SPAN_PREFIXES
+from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
+from .conventions.kinds import KIND_KEYS
+from .conventions.registry import AGENT_SPAN_PREFIXES, FRAME_KEYS, FRAMEWORK_SCOPES
 from .live_guard import GuardEntry, GuardStart, LiveGuard
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
@@ -56,14 +57,20 @@ class SpanHooks(NamedTuple):
 
 def span_hooks(buffers: TraceBuffers, downstream: Any,
                hand_over: Callable[[RunJob | EndedRoot], bool],
-               report: Callable[[str], None], guard: LiveGuard | None = None) -> SpanHooks:
+               report: Callable[[str], None], guard: LiveGuard | None = None,
+               hand_over_plain: Callable[[Any], bool] | None = None) -> SpanHooks:
     """Hooks that track every span in ``buffers`` and forward it to ``downstream``.
 
     ``hand_over`` takes an ended run root or local root; True when it holds the span (it is
     forwarded later, with its verdicts), False to forward it now. ``report`` logs a contained
     failure, by where it happened. ``guard``: the live guard, handed every tool span as it
     starts and ends (without one, the hooks do nothing more than a None check).
+    ``hand_over_plain`` takes the ended local root of a plain trace (no state: see
+    ``TraceBuffers._promote``), True when it holds it (forwarded later, in order with the
+    roots handed over before it), False to forward it now.
     """
+    if hand_over_plain is None:
+        hand_over_plain = _refuse
     traces_get = buffers._traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
     named = buffers._named_agents
@@ -73,6 +80,17 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
               if buffers.policy.conventions is not None else None)
     reclassify = mapped is not None or named
     start_root, drop = buffers._start_root, buffers._drop
+    # Plain traffic: a span of a trace without state is only remembered in one dict, by span
+    # id, until it ends (TraceBuffers._promote). Not with a guard, which checks tool spans as
+    # they start: then every trace is tracked from its first span.
+    plain = buffers.plain and guard is None
+    live = buffers._live
+    live_pop = live.pop
+    promote, adopt_started = buffers._promote, buffers._adopt_started
+    root_auto = buffers.policy.root == "auto"
+    # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
+    unmarked = KIND_KEYS.isdisjoint if not reclassify else _never
+    frame_keys_absent = frozenset(FRAME_KEYS).isdisjoint
     forward_start, on_ending = _forwarders(downstream, report)
     # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
     forward_end = _end_forwarder(downstream)
@@ -80,12 +98,46 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     start_extras = guard_start is not None or forward_start is not None
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
 
+    def named_kind(span: Any, attrs: Any) -> int:
+        """A span's kind under a ``conventions:`` mapping or named agents (as on_end reads it)."""
+        kind = span_kind(attrs)
+        if mapped is not None:
+            kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
+        if named:
+            kind = buffers._named_kind(attrs, span, kind)
+        return kind
+
+    def _plain(span: Any, ended: bool) -> bool:
+        """Whether a span of a plain trace leaves it plain: no agent, model nor tool span (as
+        on_end reads them), nor, once ended, a local root that is a run without any (a
+        framework span: TraceBuffers.decide). The hooks test the usual span inline first."""
+        attrs = span._attributes._dict
+        kind = named_kind(span, attrs) if reclassify else span_kind(attrs)
+        if kind or span._name.startswith(agent_prefixes):
+            return False
+        parent = span._parent
+        if ended and (parent is None or parent[2]):
+            scope = span._instrumentation_scope
+            return not (root_auto and is_framework_span(attrs, scope.name if scope else ""))
+        return True
+
+
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
             ctx = span._context   # ctx[0], ctx[1]: trace id, span id
-            parent = span._parent
             state = traces_get(ctx[0])
-            if state is None or parent is None or parent[2] or state.closed:  # [2]: is_remote
+            if state is None and plain:   # a plain trace so far: one dict store
+                if (unmarked(span._attributes._dict)
+                        and not span._name.startswith(agent_prefixes)) or _plain(span, False):
+                    live[ctx[1]] = span
+                    if traces_get(ctx[0]) is not None:   # promoted meanwhile, elsewhere
+                        adopt_started(ctx[0], ctx[1])
+                else:   # marked as it starts: tracked from now on, as before
+                    promote(span, ctx[0])
+                if forward_start is None:   # (and no guard: see ``plain``)
+                    return
+            elif (parent := span._parent) is None or state is None or parent[2] \
+                    or state.closed:   # [2]: is_remote
                 start_root(span, ctx[0], ctx[1], parent, state)
             elif len(state.parents) < max_spans:
                 sid = ctx[1]
@@ -117,12 +169,41 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         # hands that over; one frame: the tracking is inline, not a call. What it reads and
         # tests is in the order of what most spans need (docs/performance-log.md: in the agent
         # loop the hooks cost what the bytecodes they execute cost).
+        try:
+            ctx = span._context
+            state = traces_get(ctx[0])
+            if state is None and plain:
+                if live_pop(ctx[1], None) is None:   # adopted by a promotion meanwhile (or
+                    state = traces_get(ctx[0])       # never seen): tracked, or untracked
+                else:
+                    parent = span._parent
+                    attrs = span._attributes._dict
+                    if (unmarked(attrs) and not span._name.startswith(agent_prefixes) and (
+                            parent is not None and not parent[2] or not root_auto or (
+                                frame_keys_absent(attrs) and not framework_scope(span))
+                            )) or _plain(span, True):
+                        if (parent is None or parent[2]) and hand_over_plain(span):
+                            return   # no run: forwarded in order by the grading thread
+                        if forward_end is not None:
+                            try:
+                                forward_end(span)
+                            except Exception:
+                                report("downstream.on_end")
+                        return
+                    # the trace's first agent, model or tool span, or a run's local root
+                    state = promote(span, ctx[0])
+        except Exception:
+            report("on_end")
+            if forward_end is not None:
+                try:
+                    forward_end(span)
+                except Exception:
+                    report("downstream.on_end")
+            return
         out = span   # what is forwarded: the guard may put a marked copy of a tool span here
         held = None  # with violation marks, the list a tool span waits in for its verdict
         try:
-            ctx = span._context
             sid = ctx[1]
-            state = traces_get(ctx[0])
             # A closed trace keeps its open spans: still open when the grading thread takes
             # the run, they are its pending calls, as they were when the root ended.
             if state is None or state.closed or state.open.pop(sid, None) is None:
@@ -286,3 +367,17 @@ _ignore: Callable[[Any], object] = id
 
 def _ignore_attrs(attrs: Any) -> bool:
     return True
+
+
+def framework_scope(span: Any) -> bool:
+    """Whether a span was made by a known framework's instrumentation (its scope)."""
+    scope = span._instrumentation_scope
+    return scope is not None and bool(scope.name) and scope.name.startswith(FRAMEWORK_SCOPES)
+
+
+def _never(attrs: Any) -> bool:
+    return False
+
+
+def _refuse(span: Any) -> bool:
+    return False

@@ -194,7 +194,7 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
             hooks = forwarding_hooks(self._downstream, self._report)
         else:
             hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report,
-                               self._guard)
+                               self._guard, self._hand_over_plain)
         self._hooks = hooks
         own = type(self)
         for name, hook in (("on_start", hooks.on_start), ("_on_ending", hooks.on_ending),
@@ -250,6 +250,18 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                 self._wake_worker()
             return True
         return self._submit(item)
+
+    def _hand_over_plain(self, root: ReadableSpan) -> bool:
+        """Queue a plain trace's ended local root (no run) for the grading thread, which
+        forwards it in order with the roots queued before it. False (forward it now) without
+        a grading thread or with the queue full."""
+        queue_ = self._queue
+        if self._worker is not None and len(queue_) < self._queue_limit:
+            queue_.append(root)
+            if self._sleeping:
+                self._wake_worker()
+            return True
+        return False
 
     def _forward(self, span: ReadableSpan) -> None:
         if self.downstream is None:
@@ -334,6 +346,9 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                     job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
                 job = self._decided_current(job)
+            elif isinstance(job, ReadableSpan):    # a plain trace's root: forwarded
+                self._forward(job)
+                job = None
             elif job.__class__ is _EndSessions:
                 self._end_sessions(job)
                 job = None
@@ -721,7 +736,9 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         for job in pending:
             if job.__class__ is tuple:   # an ended local root not decided yet: decide now
                 job = self._decided(job)
-            if isinstance(job, RunJob) and self._forward_root(job, job.root):
+            if isinstance(job, ReadableSpan):   # a plain trace's root
+                self._forward(job)
+            elif isinstance(job, RunJob) and self._forward_root(job, job.root):
                 self._buffers.counts["dropped.shutdown"] += 1
                 self._count_drop("shutdown", 1)
 

@@ -164,6 +164,37 @@ def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
     _check_overhead(fig, "process", [3], _rows("overhead-process", bench, fig, argv, capfd))
 
 
+@pytest.mark.parametrize(("name", "agent_runs", "wall", "cpu"),
+                         [("overhead-web", 0, 1.08, 1.05), ("overhead-mixed", 1, None, 1.10)])
+def test_bench_overhead_plain_and_mixed_traffic(name: str, agent_runs: int, wall: float | None,
+                                                cpu: float, capfd: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Plain traffic (4-span web requests, no agent) and mixed traffic (one agent run per 20
+    web requests): every span exported once on both sides, every agent run graded, none of
+    the web requests; run_all's rows carry the issue's targets."""
+    bench = _bench(name)
+    fig, out, argv = _run(bench, ["--calls", "2", *OVERHEAD_TINY], capfd, monkeypatch)
+    traffic = name.removeprefix("overhead-")
+    assert fig["traffic"] == traffic and fig["graders"] == ["tool-call-count"]
+    (size,) = fig["sizes"]
+    assert OVERHEAD_SIZE_KEYS <= set(size)
+    assert size["traffic"] == traffic
+    per_unit = 4 if traffic == "web" else 20 * 4 + (1 + 2 + 2)   # root, 2 chats, 2 calls
+    assert size["spans_per_run"] == per_unit
+    # warm-up and 7 pairs of 1 unit, plus as many root-end runs (an agent run each, mixed)
+    assert size["runs_expected"] == (1 + 7) * agent_runs * 2
+    assert size["runs_graded"] == size["runs_expected"] and size["drops"] == {}
+    assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+    assert "web requests" in out
+    rows = _rows(name, bench, fig, argv, capfd)
+    assert len(rows) == 3
+    assert rows[0].figure.startswith("overhead, plain traffic" if traffic == "web"
+                                     else "overhead, mixed traffic")
+    assert rows[0].target == ("-" if wall is None else f"<= {wall:.2f}x")
+    assert rows[1].target == f"<= {cpu:.2f}x"
+    _no_missing(rows)
+
+
 @pytest.mark.parametrize(("which", "types"), [("none", []), ("one", ["tool-call-count"])])
 def test_bench_overhead_fewer_graders(which: str, types: list[str],
                                       capfd: pytest.CaptureFixture[str],
@@ -407,6 +438,10 @@ def test_profile_app_thread(capfd: pytest.CaptureFixture[str],
     for figures in fig.values():
         assert figures["cpu_us"] > 0 and figures["gc_us"] >= 0 and figures["ratio"] > 0
     assert "collections gen0/gen1/gen2" in out
+    fig, out, _ = _run(bench, ["--traffic", "web", "--spans", "40", "--rounds", "1"], capfd,
+                       monkeypatch)
+    assert set(fig) == {"bare", "forward", "tooleval", "held"}
+    assert out.startswith("web traffic") or "\nweb traffic" in out
 
 
 @pytest.mark.parametrize("mode", ["thread", "process"])
@@ -527,7 +562,7 @@ COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_m
 def test_every_bench_has_a_smoke_test() -> None:
     scripts = {p.stem for p in BENCH_DIR.glob("*.py")} - {"__init__", "run_all"}
     assert scripts == COVERED_MODULES
-    assert set(BENCHES) == {"overhead", "overhead-process", "graders", "in-order", "memory",
-                            "files", "serve", "grade-memory"}
+    assert set(BENCHES) == {"overhead", "overhead-process", "overhead-web", "overhead-mixed",
+                            "graders", "in-order", "memory", "files", "serve", "grade-memory"}
     # memory and grade-memory: their own summary
     assert set(BENCHES) <= set(run_all.ROWS) | {"memory", "grade-memory"}

@@ -13,7 +13,7 @@ from ..values import as_text
 from .registry import FRAME_KEYS, FRAMEWORK_SCOPES, MARKERS, TOOL_CONVENTIONS
 from .spec import AGENT, MODEL, TOOL
 
-__all__ = ["AGENT", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framework_span",
+__all__ = ["AGENT", "KIND_KEYS", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framework_span",
            "is_model_span", "span_kind", "tool_name_of"]
 
 
@@ -73,7 +73,8 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     read.update(when[0] for _, when in named if when is not None)
     rare = frozenset(k for k in read if not k.startswith(COMMON_PREFIXES))
     other = frozenset({*(k for k in read if not k.startswith(FIRST_PREFIX)), SYNTHESIZED})
-    env: dict[str, Any] = {"_text": _text, "RARE": rare, "OTHER": other}
+    env: dict[str, Any] = {"_text": _text, "RARE": rare, "OTHER": other,
+                           "KEYS": frozenset({*read, SYNTHESIZED})}
     # Each test goes in the group of its keys: GenAI only (first), OpenInference among them
     # (second, under the OTHER test), or a key of another convention (under the RARE test too).
     groups: tuple[list[str], list[str], list[str]] = ([], [], [])
@@ -128,6 +129,7 @@ def _compile_span_kind() -> Callable[[Mapping[str, Any]], int]:
     fn: Callable[[Mapping[str, Any]], int] = env["span_kind"]
     fn.__doc__ = _SPAN_KIND_DOC
     fn.__module__ = __name__
+    fn.keys = env["KEYS"]  # type: ignore[attr-defined]
     return fn
 
 
@@ -140,6 +142,9 @@ anything there: an OTLP kvlist is a dict, which cannot even be looked up).
 """
 
 span_kind = _compile_span_kind()
+#: Every attribute key ``span_kind`` reads: a span with none of them is of no kind (0), which
+#: ``KIND_KEYS.isdisjoint(attrs)`` tells in one C call (the live hooks' plain-traffic test).
+KIND_KEYS: frozenset[str] = span_kind.keys  # type: ignore[attr-defined]
 
 
 def is_agent_span(attrs: Mapping[str, Any]) -> bool:

@@ -4,6 +4,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
 
     python tests/bench/profile_app_thread.py [--calls 50] [--spans 6000] [--rounds 7]
                                              [--graders none|one|all]
+                                             [--traffic agent|web|mixed]
 
 Four sides run the same agent runs (``bench_overhead``'s workload), in rotation, each measured
 for about ``--spans`` spans per round with ``time.thread_time_ns`` (application-thread CPU):
@@ -40,7 +41,7 @@ from otel_tooleval import ToolEvalSpanProcessor, load_config
 from otel_tooleval.hooks import forwarding_hooks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_overhead import DropExporter, Workload, graders_config, run_agent
+from bench_overhead import TARGETS, DropExporter, Workload, graders_config, run_traffic
 
 SIDES = ("bare", "forward", "tooleval", "held")
 
@@ -99,15 +100,18 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
     parser.add_argument("--rounds", type=int, default=7, help="rounds of the four sides (7)")
     parser.add_argument("--graders", choices=("all", "one", "none"), default="none",
                         help="the tooleval sides' graders, as bench_overhead's (none)")
+    parser.add_argument("--traffic", choices=tuple(TARGETS), default="agent",
+                        help="as bench_overhead's: agent runs, plain web requests (web) or "
+                             "both (mixed)")
     args = parser.parse_args(argv)
-    workload = Workload(args.calls, 5)
+    workload = Workload(args.calls, 5, args.traffic)
     runs = max(2, round(args.spans / workload.spans_per_run))
     go = threading.Event()
     go.set()
     sides = {name: build(name, graders_config(args.graders), go) for name in SIDES}
     for provider, tracer in sides.values():   # warm-up
         for _ in range(runs // 2 + 1):
-            run_agent(tracer, workload)
+            run_traffic(tracer, workload)
         provider.force_flush()
     clock = GcClock()
     gc.callbacks.append(clock)
@@ -128,7 +132,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
                 clock.reset()
                 started = time.thread_time_ns()
                 for _ in range(runs):
-                    run_agent(tracer, workload)
+                    run_traffic(tracer, workload)
                 took = time.thread_time_ns() - started
                 go.set()
                 cpu[name].append(took / spans / 1000)
@@ -140,7 +144,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, dict[str, float]]:
         for provider, _ in sides.values():
             provider.shutdown()
 
-    print(f"{args.calls} tool calls per run, {runs} runs ({spans} spans) per measurement, "
+    print(f"{args.traffic} traffic, {args.calls} tool calls per run, {runs} units ({spans} spans) per measurement, "
           f"{args.rounds} rounds, graders: {args.graders}; python {sys.version.split()[0]}")
     print(f"{'side':>9}  {'cpu us/span':>11}  {'vs bare':>7}  {'gc us/span':>10}  "
           f"collections gen0/gen1/gen2 per round")

@@ -3,7 +3,8 @@
 A standalone script, not a pytest test::
 
     python tests/bench/run_all.py [--full]
-        [--only overhead,overhead-process,graders,in-order,memory,files,serve,grade-memory]
+        [--only overhead,overhead-process,overhead-web,overhead-mixed,graders,in-order,memory,
+                files,serve,grade-memory]
                                   [--json FILE] [--memory-args "..."]
 
 Each bench runs in a fresh Python process (its own heap, threads and peak RSS) through its
@@ -20,6 +21,10 @@ bench       default                                          --full
 overhead    10/50/500 calls, 9 pairs, ~8,000 spans each      10/50/500 calls, 9 pairs, ~12,000
 overhead-   the same with ``--grading process``              the same with ``--grading process``
 process
+overhead-   plain traffic: 4-span web requests, no agent,    the same, ~12,000 spans
+web         one grader, 11 pairs, ~8,000 spans
+overhead-   mixed: 1 agent run of 10 calls per 20 web        the same, ~12,000 spans
+mixed       requests, one grader, 11 pairs, ~8,000 spans
 graders     10 / 100 / 1,000 / 10,000 calls, LCS 10k x 10k   the same, 9 repeats
 in-order    in_order 1k / 5k / 10k, before and after         the same, 5 repeats
 memory      ``bench_memory.main([])`` (its own defaults)     ``bench_memory.main(["--full"])``
@@ -74,6 +79,16 @@ BENCHES: tuple[Bench, ...] = (
     Bench("overhead-process", "bench_overhead",
           ("--calls", "10,50,500", "--pairs", "9", "--spans", "8000", "--grading", "process"),
           ("--calls", "10,50,500", "--pairs", "9", "--spans", "12000", "--grading", "process")),
+    Bench("overhead-web", "bench_overhead",
+          ("--traffic", "web", "--calls", "10", "--graders", "one", "--pairs", "11",
+           "--spans", "8000"),
+          ("--traffic", "web", "--calls", "10", "--graders", "one", "--pairs", "11",
+           "--spans", "12000")),
+    Bench("overhead-mixed", "bench_overhead",
+          ("--traffic", "mixed", "--calls", "10", "--graders", "one", "--pairs", "11",
+           "--spans", "8000"),
+          ("--traffic", "mixed", "--calls", "10", "--graders", "one", "--pairs", "11",
+           "--spans", "12000")),
     Bench("graders", "bench_graders",
           ("--sizes", "10,100,1000,10000", "--repeat", "7"),
           ("--sizes", "10,100,1000,10000", "--repeat", "9")),
@@ -164,16 +179,24 @@ def rows_overhead(fig: dict[str, Any], cmd: Callable[[list[str]], str],
                   argv: Sequence[str]) -> list[Row]:
     rows = []
     target, root_target = fig.get("target", 1.10), fig.get("root_end_target", 2.0)
+    traffic = fig.get("traffic", "agent")
+    targets = fig.get("targets", {"wall": target})
+    graders = fig.get("graders", [])
     base = _without(list(argv), "--calls")
     for size in fig.get("sizes", []):
         n = size["calls"]
         again = cmd(["--calls", str(n), *base])
-        rows.append(Row(f"overhead, runs of {n} calls: wall time tooleval/bare (all families, "
-                        f"grading: {fig.get('grading', 'thread')})",
-                        _fmt(size["ratio"], "x"), f"<= {target:.2f}x",
-                        size["ratio"] <= target, again))
-        rows.append(Row(f"  ... application-thread CPU tooleval/bare, {n} calls",
-                        _fmt(size["cpu_ratio"], "x"), "-", None, again))
+        if traffic == "agent":
+            what = (f"overhead, runs of {n} calls: wall time tooleval/bare (all families, "
+                    f"grading: {fig.get('grading', 'thread')})")
+        else:
+            load = ("plain traffic (4-span web requests, no agent)" if traffic == "web" else
+                    f"mixed traffic (1 agent run of {n} calls per 20 web requests)")
+            what = (f"overhead, {load}: wall time tooleval/bare ({len(graders)} grader(s), "
+                    f"grading: {fig.get('grading', 'thread')})")
+        rows.append(_target_row(what, size["ratio"], targets.get("wall"), again))
+        rows.append(_target_row(f"  ... application-thread CPU tooleval/bare, {n} calls",
+                                size["cpu_ratio"], targets.get("cpu"), again))
         rows.append(Row(f"root span end() on the app thread, grading on/bare, {n} calls",
                         f"{_fmt(size['root_end_ratio'], 'x')} ({size['root_end_tooleval_us']:.1f}"
                         f" vs {size['root_end_bare_us']:.1f} us)",
@@ -188,6 +211,12 @@ def rows_overhead(fig: dict[str, Any], cmd: Callable[[list[str]], str],
                             f"{size.get('exported_bare'):,} / {size.get('exported_tooleval'):,}",
                             "all (BatchSpanProcessor queue full)", False, again))
     return rows
+
+
+def _target_row(figure: str, ratio: float, target: float | None, again: str) -> Row:
+    if target is None:
+        return Row(figure, _fmt(ratio, "x"), "-", None, again)
+    return Row(figure, _fmt(ratio, "x"), f"<= {target:.2f}x", ratio <= target, again)
 
 
 def rows_graders(fig: dict[str, Any], cmd: Callable[[list[str]], str],
@@ -320,6 +349,7 @@ def _without(argv: list[str], flag: str) -> list[str]:
 
 ROWS: dict[str, Callable[..., list[Row]]] = {
     "overhead": rows_overhead, "overhead-process": rows_overhead, "graders": rows_graders,
+    "overhead-web": rows_overhead, "overhead-mixed": rows_overhead,
     "in-order": rows_in_order, "files": rows_files,
     "serve": rows_serve,
 }

@@ -1,0 +1,180 @@
+"""Plain traffic (issue 31): the spans of a trace with no agent, model or tool span cost the
+application thread a dict store and a pop, no trace state, no lock; the trace gets its state
+only when such a span shows up (``TraceBuffers._promote``), and is then graded as before:
+the rules of docs/conventions.md about runs below HTTP roots hold whatever ended first."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+
+from otel_tooleval import ToolEvalSpanProcessor
+from tests.support.harness import AGENT, Harness
+
+CONFIG: dict[str, Any] = {"graders": [
+    {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}}]}
+HTTP = {"http.request.method": "GET", "url.path": "/items"}
+
+
+def _child(h: Harness, name: str, parent: trace.Span, **attrs: Any) -> trace.Span:
+    return h.tracer.start_span(name, context=trace.set_span_in_context(parent),
+                               attributes=attrs or None)
+
+
+def _web_request(h: Harness) -> None:
+    with h.tracer.start_as_current_span("GET /items", attributes=HTTP):
+        with h.tracer.start_as_current_span("SELECT items",
+                                            attributes={"db.system.name": "postgresql"}):
+            pass
+        with h.tracer.start_as_current_span("render"):
+            pass
+
+
+def test_a_plain_trace_has_no_state_and_starts_no_grading_thread() -> None:
+    h = Harness(CONFIG)
+    try:
+        root = h.tracer.start_span("GET /items", attributes=HTTP)
+        child = _child(h, "SELECT items", root, **{"db.system.name": "postgresql"})
+        buffers = h.processor._buffers
+        assert buffers._traces == {} and h.processor.stats()["open_traces"] == 0
+        assert set(buffers._live) == {root.get_span_context().span_id,
+                                      child.get_span_context().span_id}
+        child.end()
+        root.end()
+        # Forwarded at once, each of them, by the application thread: no run to decide
+        assert [s.name for s in h.finished()] == ["SELECT items", "GET /items"]
+        assert buffers._live == {} and buffers._traces == {}
+        assert h.processor._worker is None
+        _web_request(h)
+        assert h.flush() and h.processor._worker is None
+        assert h.reports == [] and h.processor.stats().get("runs", 0) == 0
+    finally:
+        h.close()
+
+
+def test_a_plain_root_queued_behind_a_run_is_forwarded_after_it() -> None:
+    """With a grading thread (the service hosts an agent too), a plain trace's root is handed
+    to it, forwarded after the runs queued before it; a flush forwards it."""
+    h = Harness(CONFIG)
+    try:
+        h.agent_run(["search"], agent="a")
+        assert h.flush() and h.processor._worker is not None
+        _web_request(h)
+        assert h.flush()
+        names = [s.name for s in h.finished()]
+        assert names.index("invoke_agent a") < names.index("GET /items")
+        assert h.processor._buffers._traces == {}
+    finally:
+        h.close()
+
+
+def test_a_tool_call_below_an_http_root_makes_the_root_a_run_whatever_ended_before() -> None:
+    """The trace turns into a tracked one at its first tool span's end: the HTTP root and the
+    sibling tool span still open are adopted, the db span that ended before is not needed."""
+    h = Harness(CONFIG)
+    try:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        _child(h, "SELECT users", root, **{"db.system.name": "postgresql"}).end()
+        first = _child(h, "execute_tool search", root)    # its attributes come at its end
+        second = _child(h, "execute_tool delete", root)
+        assert h.processor.stats()["open_traces"] == 0
+        first.set_attribute("gen_ai.tool.name", "search")
+        first.set_attribute("gen_ai.tool.call.arguments", json.dumps({"q": "x"}))
+        first.end()
+        assert h.processor.stats()["open_traces"] == 1
+        second.set_attribute("gen_ai.tool.name", "delete")
+        second.end()
+        root.end()
+        assert h.flush()
+        (report,) = h.reports
+        assert [c.name for c in report.run.calls] == ["search", "delete"]
+        assert not report.passed
+        (copy,) = h.by_name("POST /chat")
+        assert copy.attributes is not None and copy.attributes["tooleval.passed"] is False
+    finally:
+        h.close()
+
+
+def test_a_framework_span_below_an_http_root_is_the_run_when_its_agent_shows_up_late() -> None:
+    """docs/conventions.md: below an HTTP root, the outermost framework span with an agent
+    span below it is the run; OpenInference marks its spans only as they end, so the
+    framework span is known by its scope while open, and adopted with the trace's open
+    spans when the first marked span ends."""
+    provider = TracerProvider()
+    processor = ToolEvalSpanProcessor(CONFIG, on_report=(reports := []).append)
+    provider.add_span_processor(processor)
+    web = provider.get_tracer("web")
+    graph = provider.get_tracer("openinference.instrumentation.langchain")
+    root = web.start_span("POST /chat", attributes=HTTP)
+    inside = trace.set_span_in_context(root)
+    web.start_span("SELECT users", context=inside).end()
+    chain = graph.start_span("LangGraph", context=inside)
+    node = graph.start_span("agent", context=trace.set_span_in_context(chain))
+    tool = graph.start_span("delete", context=trace.set_span_in_context(node))
+    tool.set_attributes({"openinference.span.kind": "TOOL", "tool.name": "delete"})
+    tool.end()
+    node.set_attributes({"openinference.span.kind": "AGENT", "graph.node.id": "agent"})
+    node.end()
+    chain.set_attribute("openinference.span.kind", "CHAIN")
+    chain.end()
+    root.end()
+    assert processor.force_flush(10_000)
+    (report,) = reports
+    assert report.run.root_name == "LangGraph"
+    assert [c.name for c in report.run.calls] == ["delete"]
+    provider.shutdown()
+
+
+def test_an_agent_root_is_tracked_from_its_start() -> None:
+    h = Harness(CONFIG)
+    try:
+        root = h.tracer.start_span("invoke_agent a", attributes={**AGENT,
+                                                                 "gen_ai.agent.name": "a"})
+        assert h.processor.stats()["open_traces"] == 1
+        root.end()
+    finally:
+        h.close()
+
+
+def test_plain_spans_that_never_end_are_forgotten_at_the_ttl() -> None:
+    h = Harness({**CONFIG, "limits": {"run_ttl_seconds": 1}})
+    try:
+        h.tracer.start_span("GET /stuck", attributes=HTTP,
+                            start_time=time.time_ns() - 2 * 10**9)   # never ended
+        buffers = h.processor._buffers
+        assert len(buffers._live) == 1
+        buffers.sweep()
+        assert buffers._live == {}
+    finally:
+        h.close()
+
+
+def test_a_span_starting_while_its_trace_is_promoted_is_adopted() -> None:
+    """The race of two threads: a span stored as plain while another thread gave its trace a
+    state is adopted by the hook that stored it (``_adopt_started``)."""
+    h = Harness(CONFIG)
+    try:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        buffers = h.processor._buffers
+        store = buffers._live
+        trace_id = root.get_span_context().trace_id
+
+        class Racing(dict):   # the promotion happens between the store and the second look
+            def __setitem__(self, key: int, value: Any) -> None:
+                super().__setitem__(key, value)
+                if value.name == "lookup":
+                    buffers._new_trace(trace_id, True)
+
+        racing = Racing(store)
+        buffers._live = racing
+        h.processor._install_hooks()
+        lookup = _child(h, "lookup", root)
+        state = buffers._traces[trace_id]
+        assert lookup.get_span_context().span_id in state.open
+        assert lookup.get_span_context().span_id not in racing
+    finally:
+        h.close()
