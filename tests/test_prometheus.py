@@ -117,7 +117,38 @@ def test_serve_metrics_endpoint_has_serve_and_grading_series() -> None:
     named = set(re.findall(r"\b((?:tooleval|gen_ai)_[a-z_]+)\b",
                            (RULES_DIR / "rules.yaml").read_text() + DASHBOARD.read_text()))
     assert named - names - labels <= {"tooleval_guard_violations_total", "tooleval_guard_rule",
-                                      "gen_ai_tool_name", "tooleval_runs_dropped_total"}
+                                      "gen_ai_tool_name", "tooleval_runs_dropped_total",
+                                      "tooleval_sinks_dropped_total"}
+
+
+def test_sink_deliveries_and_drops_are_scraped_under_the_names_the_rules_use() -> None:
+    """serve's ``sinks.<name>.*`` counts (emit.phoenix, emit.langfuse) reach Prometheus as
+    ``tooleval_sinks_sent_total{sink}`` and ``tooleval_sinks_dropped_total{sink,reason}``: the
+    series ToolEvalVerdictsNotDelivered reads."""
+    pytest.importorskip("opentelemetry.exporter.prometheus")
+    from opentelemetry.sdk.metrics import MeterProvider
+    from prometheus_client import generate_latest
+
+    from otel_tooleval.serve.metrics import MetricsEndpoint, serve_instruments
+
+    counts = {"sinks.phoenix.sent": 7, "sinks.phoenix.dropped.unreachable": 3,
+              "sinks.langfuse.sent": 2, "sinks.langfuse.queued": 1, "accepted_spans": 5}
+    endpoint = MetricsEndpoint()
+    provider = MeterProvider(metric_readers=[endpoint.reader])
+    try:
+        serve_instruments(provider, lambda: counts,
+                          {"buffered_bytes": 10, "queued_bytes": 10}, "test")
+        text = generate_latest(endpoint.registry).decode()
+    finally:
+        provider.shutdown()
+    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="phoenix"[^}]*\} 7\.0$', text, re.M)
+    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="langfuse"[^}]*\} 2\.0$', text, re.M)
+    dropped = re.findall(r'^tooleval_sinks_dropped_total\{([^}]*)\} (\S+)$', text, re.M)
+    assert len(dropped) == 1 and 'sink="phoenix"' in dropped[0][0]
+    assert 'reason="unreachable"' in dropped[0][0] and dropped[0][1] == "3.0"
+    assert "queued" not in text.split("tooleval_sinks_sent_total", 1)[1].split("\n# ", 1)[0]
+    named = (RULES_DIR / "rules.yaml").read_text()
+    assert "tooleval_sinks_dropped_total" in named
 
 
 def _prom_get(port: int, path: str, **params: str) -> Any:

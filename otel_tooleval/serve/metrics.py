@@ -24,6 +24,17 @@ REFUSALS = {"refused_full": "full", "refused_busy": "busy", "refused_inflight": 
             "refused_unauthenticated": "unauthenticated", "refused_malformed": "malformed"}
 
 
+def sink_counts(stats: dict[str, Any]) -> list[tuple[str, str, int]]:
+    """``(sink, count, n)`` of each ``sinks.<sink>.<count>`` key of ``stats`` (``SinkSet``)."""
+    out = []
+    for key, n in stats.items():
+        if key.startswith("sinks.") and isinstance(n, int):
+            sink, _, what = key.removeprefix("sinks.").partition(".")
+            if what:
+                out.append((sink, what, n))
+    return out
+
+
 def prometheus_available() -> bool:
     return importlib.util.find_spec("opentelemetry.exporter.prometheus") is not None
 
@@ -55,6 +66,21 @@ def serve_instruments(meter_provider: Any, stats: Callable[[], dict[str, Any]],
         return [Observation(limits["buffered_bytes"], {"buffer": "grading"}),
                 Observation(limits["queued_bytes"], {"buffer": "forwarding"})]
 
+    def delivered(options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {"sink": sink}) for sink, what, n in sink_counts(stats())
+                if what == "sent"]
+
+    def undelivered(options: CallbackOptions) -> Iterable[Observation]:
+        return [Observation(n, {"sink": sink, "reason": what.removeprefix("dropped.")})
+                for sink, what, n in sink_counts(stats()) if what.startswith("dropped.")]
+
+    meter.create_observable_counter(
+        "tooleval.sinks.sent", [delivered], unit="{payload}",
+        description="Annotations or scores a sink (emit.phoenix, emit.langfuse) delivered")
+    meter.create_observable_counter(
+        "tooleval.sinks.dropped", [undelivered], unit="{payload}",
+        description="Annotations or scores a sink gave up on, by reason (queue_full, "
+                    "http_<status>, timeout, unreachable, shutdown, ...)")
     meter.create_observable_counter(
         "tooleval.serve.requests.refused", [refused], unit="{request}",
         description="Export requests serve refused (429/503, RESOURCE_EXHAUSTED, 401, 400), "
