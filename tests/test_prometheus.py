@@ -141,9 +141,10 @@ def test_sink_deliveries_and_drops_are_scraped_under_the_names_the_rules_use() -
         text = generate_latest(endpoint.registry).decode()
     finally:
         provider.shutdown()
-    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="phoenix"[^}]*\} 7\.0$', text, re.M)
-    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="langfuse"[^}]*\} 2\.0$', text, re.M)
-    dropped = re.findall(r'^tooleval_sinks_dropped_total\{([^}]*)\} (\S+)$', text, re.M)
+    lines = re.MULTILINE
+    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="phoenix"[^}]*\} 7\.0$', text, lines)
+    assert re.search(r'^tooleval_sinks_sent_total\{[^}]*sink="langfuse"[^}]*\} 2\.0$', text, lines)
+    dropped = re.findall(r'^tooleval_sinks_dropped_total\{([^}]*)\} (\S+)$', text, lines)
     assert len(dropped) == 1 and 'sink="phoenix"' in dropped[0][0]
     assert 'reason="unreachable"' in dropped[0][0] and dropped[0][1] == "3.0"
     assert "queued" not in text.split("tooleval_sinks_sent_total", 1)[1].split("\n# ", 1)[0]
