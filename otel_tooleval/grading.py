@@ -21,8 +21,8 @@ __all__ = ["BUDGET_EXCEEDED", "grade_records", "grade_run", "grade_spans", "grad
 BUDGET_EXCEEDED = "budget_exceeded"
 
 
-def grade_run(run: AgentRun, config: ToolEvalConfig, *,
-              case: str | None = None) -> RunReport | None:
+def grade_run(run: AgentRun, config: ToolEvalConfig, *, case: str | None = None,
+              pause: Callable[[], object] | None = None) -> RunReport | None:
     """Grade one run with every grader that applies, and the guard's rules when the config has
     a ``guard:`` section (a result named ``guard``, ``guard_result``); None when the run is not
     graded at all.
@@ -37,6 +37,8 @@ def grade_run(run: AgentRun, config: ToolEvalConfig, *,
     (``otel_tooleval.graders.matching``); one match already running cannot be interrupted.
     ``case``, the id of one of ``config``'s cases, grades the run by that case without
     matching (the pytest plugin's ``case=``; ``grade_records`` checks that it exists).
+    ``pause``, when given, is called between two graders (the live processor's grading
+    thread gives the interpreter lock back to the application there).
     """
     agents = config.runs.agents
     if agents is not None and run.agent not in agents:
@@ -53,8 +55,8 @@ def grade_run(run: AgentRun, config: ToolEvalConfig, *,
             ambiguous = found.ids
         elif found is not None:
             case, graders = found.id, config.case_graders[found.id]
-    results = (grade_with(graders, run.agent, lambda entry: entry.grader.grade(run), config)
-               if graders else [])   # none: no budget clock to start
+    results = (grade_with(graders, run.agent, lambda entry: entry.grader.grade(run), config,
+                          pause) if graders else [])   # none: no budget clock to start
     if config.guard_rules is not None:
         results.append(_guarded(run, config.guard_rules))
     if strict:
@@ -87,9 +89,11 @@ def reading_failure(run: AgentRun) -> GradeResult:
 
 def grade_with(entries: Iterable[ConfiguredGrader], agent: str | None,
                grade_one: Callable[[ConfiguredGrader], GradeResult],
-               config: ToolEvalConfig) -> list[GradeResult]:
+               config: ToolEvalConfig, pause: Callable[[], object] | None = None
+               ) -> list[GradeResult]:
     """``grade_one`` for every entry that applies to ``agent``, within one grading budget;
-    a grader that raises yields an ``error`` result (``grade_run``; sessions use it too)."""
+    a grader that raises yields an ``error`` result (``grade_run``; sessions use it too).
+    ``pause`` is called before every grader but the first that runs."""
     limits = config.limits
     results: list[GradeResult] = []
     with grading_limits(limits.max_match_chars, limits.grading_budget_ms) as clock:
@@ -100,6 +104,8 @@ def grade_with(entries: Iterable[ConfiguredGrader], agent: str | None,
                 results.append(_over_budget(entry.name, entry.type, limits.grading_budget_ms,
                                             started=False))
                 continue
+            if pause is not None and results:
+                pause()
             try:
                 result = grade_one(entry)
             except BudgetExceeded:

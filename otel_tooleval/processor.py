@@ -498,7 +498,7 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
                 self._buffers.release(job, tools, models)
                 return   # the grading process answers on the verdict thread
             report = (self._grade(record, tools, models, dropped) if run is None
-                      else grade_run(run, self.config))
+                      else grade_run(run, self.config, pause=self._pause))
             self._buffers.release(job, tools, models)
         finally:
             detach(token)
@@ -507,7 +507,13 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
     def _grade(self, root: SpanRecord, tools: list[SpanRecord], models: list[SpanRecord],
                dropped: int) -> RunReport | None:
         run = run_from(root, tools, models, self.config.policy, dropped_calls=dropped)
-        return grade_run(run, self.config)
+        return grade_run(run, self.config, pause=self._pause)
+
+    def _pause(self) -> None:
+        """Between two graders: the lock to the application (docs/performance.md, "Grading
+        beside the application"), unless half the queue waits (grading then keeps up)."""
+        if len(self._queue) * 2 < self._queue_limit:
+            _give_way()
 
     def _finish_report(self, job: RunJob, report: RunReport | None) -> None:
         root = job.root
@@ -775,6 +781,12 @@ class _Verdicts:
         self.agent = agent
         self.results = results
         self.passed = passed
+
+
+def _give_way() -> None:
+    # sleep(0) releases the interpreter lock: a thread waiting for it gets it now, not at the
+    # end of the 5 ms switch interval; with none waiting it costs one system call.
+    time.sleep(0)
 
 
 def _millis_left(deadline: float) -> int:
