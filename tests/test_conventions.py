@@ -974,7 +974,18 @@ _HUMAN = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "message
      "llm.input_messages.1.message.content": "Weather in Paris?"},
     # Plain text as the agent's input, surrounding whitespace dropped.
     {"input.value": "  Weather in Paris?\n"},
-], ids=["responses-input-text", "langchain-constructor", "openinference-flattened", "text"])
+    # OpenLLMetry's flattened prompt.
+    {"gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "Be brief.",
+     "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "Weather in Paris?"},
+    # LangChain's message dump: the text under ``data``.
+    {"input.value": json.dumps([{"type": "human", "data": {"content": "Weather in Paris?"}}])},
+    # A framework's input object holding the prompt under ``query``.
+    {"input.value": json.dumps({"query": "Weather in Paris?", "top_k": 3})},
+    # Text parts of one message, joined as they are.
+    {"input.value": json.dumps([{"role": "user", "content": [
+        {"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]}])},
+], ids=["responses-input-text", "langchain-constructor", "openinference-flattened", "text",
+        "openllmetry-flattened", "langchain-data", "query", "text-parts"])
 def test_what_a_run_was_asked_in_each_input_shape(attrs: dict[str, Any]) -> None:
     root = SpanRecord(1, 1, 0, "agent", 0, 100, {"openinference.span.kind": "AGENT", **attrs})
     assert build_run(root, [], RunPolicy()).outputs.first_user_message() == "Weather in Paris?"
@@ -993,3 +1004,50 @@ def test_what_a_run_was_asked_from_the_user_message_event_of_the_root_or_a_neste
     run = build_run(root, [wrapper, inner], RunPolicy())
     assert run.steps == 1
     assert run.outputs.first_user_message() == "Weather in Paris?"
+
+
+def test_a_tool_span_marked_not_synthesized_is_a_call() -> None:
+    assert one_call({"gen_ai.tool.name": "lookup", "tool.synthesized": False}).name == "lookup"
+
+
+def test_dspy_prediction_and_langchain_callback_envelopes() -> None:
+    from otel_tooleval.conventions.envelopes import dspy_prediction, langchain_callback_inputs
+
+    assert dspy_prediction({"trajectory": {}, "reasoning": "r", "answer": "Paris"}) == "Paris"
+    assert dspy_prediction({"trajectory": {}, "reasoning": "r", "answer": None}) is None
+    assert dspy_prediction({"answer": "Paris"}) is None          # no ReAct prediction
+    # The tool's inputs when the envelope has any, else its input_str.
+    assert langchain_callback_inputs({"input_str": "Paris", "inputs": {"city": "Paris"}}) \
+        == {"city": "Paris"}
+    assert langchain_callback_inputs({"input_str": "Paris", "inputs": {}}) == "Paris"
+
+
+def test_assistant_texts_skip_the_other_roles_between_them() -> None:
+    from otel_tooleval.conventions.genai import texts_from_messages
+
+    messages = [{"role": "assistant", "parts": [{"type": "text", "content": "Looking."}]},
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1"}]},
+                {"role": "assistant", "content": "Paris: 21C"}]
+    assert texts_from_messages(json.dumps(messages)) == ["Looking.", "Paris: 21C"]
+
+
+def test_a_span_exported_twice_keeps_its_first_ended_record() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    first = SpanRecord(1, 2, 1, "execute_tool lookup", 10, 20, {"gen_ai.tool.name": "lookup"})
+    again = first._replace(attributes={"gen_ai.tool.name": "lookup_retry"})
+    [(found_root, members)] = find_runs([root, first, again], RunPolicy())
+    assert found_root == root
+    assert members == [root, first]   # the root among its members, and one lookup
+
+
+def test_agent_names_match_the_root_pattern_by_span_name_or_agent_name() -> None:
+    policy = RunPolicy(root="pattern", root_pattern=compile_user("^support"))
+    assert policy.named_agent({}, "support agent")
+    assert policy.named_agent({"agent.name": "support-bot"}, "run")
+    assert policy.is_agent({"gen_ai.agent.name": "support-bot"}, "run")
+    assert not policy.named_agent({"agent.name": "billing"}, "run")
+    named = RunPolicy(root="agent", agent_span_names=(compile_user("^support"),))
+    assert named.local_root_is_run({}, "support agent", "my.scope", had_agent_runs=False,
+                                   has_tool_calls=False)
+    assert not named.local_root_is_run({}, "my.scope", "support.scope", had_agent_runs=False,
+                                       has_tool_calls=False)

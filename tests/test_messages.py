@@ -408,3 +408,24 @@ def test_keys_no_convention_names_are_looked_at_among_the_first_256() -> None:
         Requested("lookup", {}, "c1", 0)]
     filler["app.attr_255"] = "x"
     assert requested_calls({**filler, "myllm.output": _CALL_PART}) is None
+
+
+def test_a_responses_function_call_without_call_id_keeps_its_item_id() -> None:
+    item = {"type": "function_call", "id": "fc_1", "name": "lookup", "arguments": "{}"}
+    assert requested_calls({"output.value": json.dumps({"output": [item]})}) == [
+        Requested("lookup", {}, "fc_1", 0)]
+
+
+def test_a_conversation_as_output_asks_only_through_the_assistant() -> None:
+    # A developer message quoting a call (an example in the instructions) asks for nothing.
+    example = {"type": "tool_call", "id": "ex", "name": "lookup", "arguments": {}}
+    asked = {"type": "tool_call", "id": "c1", "name": "convert", "arguments": {}}
+    conversation = [{"role": "developer", "content": [example]},
+                    {"role": "assistant", "content": [asked]}]
+    assert requested_calls({"gen_ai.output.messages": json.dumps(conversation)}) == [
+        Requested("convert", {}, "c1", 0)]
+
+
+def test_keys_no_convention_names_skip_values_that_are_no_text() -> None:
+    assert requested_calls({"myllm.output_tokens": 3, "myllm.output": _CALL_PART}) == [
+        Requested("lookup", {}, "c1", 0)]
