@@ -984,8 +984,16 @@ _HUMAN = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "message
     # Text parts of one message, joined as they are.
     {"input.value": json.dumps([{"role": "user", "content": [
         {"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]}])},
+    # LangChain's (role, text) pairs: the user's, not the system's.
+    {"input.value": json.dumps([["system", "Be brief."], ["user", "Weather in Paris?"]])},
+    # A framework's input object holding the text under ``input`` or ``message``.
+    {"input.value": json.dumps({"input": "Weather in Paris?"})},
+    {"input.value": json.dumps({"message": "Weather in Paris?", "session": "s1"})},
+    # An attribute no convention names, whose name says input, holding the messages.
+    {"acme.input": json.dumps([{"role": "user", "content": "Weather in Paris?"}])},
 ], ids=["responses-input-text", "langchain-constructor", "openinference-flattened", "text",
-        "openllmetry-flattened", "langchain-data", "query", "text-parts"])
+        "openllmetry-flattened", "langchain-data", "query", "text-parts", "langchain-pairs",
+        "input-key", "message-key", "input-named-attribute"])
 def test_what_a_run_was_asked_in_each_input_shape(attrs: dict[str, Any]) -> None:
     root = SpanRecord(1, 1, 0, "agent", 0, 100, {"openinference.span.kind": "AGENT", **attrs})
     assert build_run(root, [], RunPolicy()).outputs.first_user_message() == "Weather in Paris?"
@@ -1051,3 +1059,51 @@ def test_agent_names_match_the_root_pattern_by_span_name_or_agent_name() -> None
                                    has_tool_calls=False)
     assert not named.local_root_is_run({}, "my.scope", "support.scope", had_agent_runs=False,
                                        has_tool_calls=False)
+
+
+def test_conversation_answer_reads_text_parts_typed_or_not_and_skips_the_others() -> None:
+    from otel_tooleval.conventions.envelopes import conversation_answer
+
+    said = [{"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": [{"type": "reasoning", "text": "Look it up. "},
+                                              {"type": "output_text", "text": "Paris: 21C"}]}]
+    assert conversation_answer(said) == "Paris: 21C"
+    untyped = [{"role": "assistant", "content": [{"text": "Paris: 21C"}]}]
+    assert conversation_answer(untyped) == "Paris: 21C"
+
+
+def test_assistant_texts_of_a_list_with_items_that_are_no_messages() -> None:
+    from otel_tooleval.conventions.genai import texts_from_messages
+
+    assert texts_from_messages(["noise", {"role": "assistant", "content": "Paris"}]) == ["Paris"]
+
+
+def test_model_and_root_texts_of_langchain_outputs_and_json_results() -> None:
+    from otel_tooleval.conventions.texts import assistant_text_of, final_output_of
+
+    model = SpanRecord(1, 2, 1, "ChatOpenAI", 0, 10, {
+        "openinference.span.kind": "LLM",
+        "output.value": json.dumps({"generations": [[{"text": "Paris: 21C"}]]})})
+    assert assistant_text_of(model) == "Paris: 21C"
+    root = SpanRecord(1, 1, 0, "agent run", 0, 100, {"final_result": '{"temp_c": 21}'})
+    assert final_output_of(root, []) == '{"temp_c": 21}'
+
+
+def test_tool_call_from_keeps_the_index_it_is_given() -> None:
+    from otel_tooleval.conventions.calls import tool_call_from
+
+    record = SpanRecord(1, 2, 1, "execute_tool lookup", 10, 20, {"gen_ai.tool.name": "lookup"})
+    found = tool_call_from(record, index=3, step=1, pending=False)
+    assert found is not None and (found.index, found.step) == (3, 1)
+
+
+def test_run_policy_roots_and_dropped_calls() -> None:
+    # ``root: local_root``: every local root is a run, agent or not.
+    assert RunPolicy(root="local_root").local_root_is_run(
+        {}, "GET /", "", had_agent_runs=True, has_tool_calls=False)
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    assert build_run(root, [], RunPolicy(), dropped_calls=2).dropped_calls == 2
+    # A span whose parent is not in the trace (not exported) starts a run of its own.
+    orphan = SpanRecord(1, 5, 99, "invoke_agent b", 0, 100,
+                        {"gen_ai.operation.name": "invoke_agent"})
+    assert [r.span_id for r, _ in find_runs([orphan], RunPolicy())] == [5]

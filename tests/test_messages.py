@@ -429,3 +429,23 @@ def test_a_conversation_as_output_asks_only_through_the_assistant() -> None:
 def test_keys_no_convention_names_skip_values_that_are_no_text() -> None:
     assert requested_calls({"myllm.output_tokens": 3, "myllm.output": _CALL_PART}) == [
         Requested("lookup", {}, "c1", 0)]
+
+
+def test_more_call_shapes_flattened_without_id_langchain_dump_additional_kwargs() -> None:
+    flat = {"gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.name": "lookup",
+            "gen_ai.completion.0.tool_calls.0.arguments": "{}"}
+    assert requested_calls(flat) == [Requested("lookup", {}, None, 0)]
+    dump = {"generations": [[{"message": {"type": "ai", "data": {"content": "", "tool_calls": [
+        {"name": "lookup", "args": {}, "id": "c1", "type": "tool_call"}]}}}]]}
+    assert requested_calls({"output.value": json.dumps(dump)}) == [Requested("lookup", {}, "c1", 0)]
+    older = {"role": "assistant", "content": "", "additional_kwargs": {"tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}}
+    assert requested_calls({"output.value": json.dumps(older)}) == [
+        Requested("lookup", {}, "c2", 0)]
+
+
+def test_results_of_input_messages_held_as_a_value_not_text() -> None:
+    # A file's attribute may hold the messages as a list (an OTLP array), not JSON text.
+    messages = [{"role": "tool", "tool_call_id": "c1", "content": "Paris"}]
+    assert returned_results({"gen_ai.input.messages": messages}) == {"c1": "Paris"}

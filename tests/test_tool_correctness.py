@@ -337,3 +337,19 @@ def test_greedy_pairing_is_named_in_details_and_explanation(
     assert (r.score, r.details["assignment"]) == (1.0, "greedy")
     assert r.explanation.endswith("(Paired greedily: too many distinct calls of one tool for "
                                   "the exact assignment.)")
+
+
+def test_details_name_the_mode_and_show_values_only_when_asked() -> None:
+    entry = tc([{"name": "a", "input_parameters": {"x": 1}}], evaluation_params=ARGS)
+    r = grade(entry, [call("a", {"x": 1})])
+    assert r.details["mode"] == "assignment"
+    assert "input_parameters" not in r.details["pairs"][0]
+    r = grade({**entry, "emit": {"include_values": True}}, [call("a", {"x": 1})])
+    assert r.details["pairs"][0]["expected_input_parameters"] == {"x": 1}
+    assert r.details["pairs"][0]["input_parameters"] == {"x": 1}
+
+
+def test_assignment_with_output_pairs_the_call_with_the_expected_result() -> None:
+    config = tc([{"name": "f", "output": {"t": 1}}], evaluation_params=["OUTPUT"])
+    assert grade(config, [call("f", {}, {"t": 2}), call("f", {}, {"t": 1})]).details[
+        "pairs"][0]["call"] == 1

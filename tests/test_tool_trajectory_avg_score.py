@@ -309,6 +309,8 @@ def test_expected_invocations_is_refused_per_run_naming_sessions() -> None:
      "valid dictionary"),
     (adk([{"name": "a", "args": {"d": float("nan")}}]),
      "graders[0].expected_tool_use[0].args", "JSON values only"),
+    (adk([{"name": "a", "tool_input": {}}]), "graders[0].expected_tool_use[0].tool_input",
+     "unknown key (ADK's FunctionCall calls it args)"),
     (adk([{"tool_name": "a", "tool_input": {}}]),
      "graders[0].expected_tool_use[0].tool_name", "calls it name"),
     (adk([{"name": "a", "arg": {}}]), "graders[0].expected_tool_use[0].arg",

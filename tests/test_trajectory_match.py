@@ -331,6 +331,8 @@ R = refs(("a", {}))
      "graders[0].reference_trajectory.extra", "unknown key"),
     ({"reference_trajectory": {"messages": [], "mesages": 1}},
      "graders[0].reference_trajectory.mesages", "unknown key (did you mean 'messages'?)"),
+    ({"reference_trajectory": {"messages": "user: hi"}},
+     "graders[0].reference_trajectory.messages", "must be a list of messages"),
     ({"reference_tool_calls": [{"name": "", "args": {}}]},
      "graders[0].reference_tool_calls[0].name", "must not be empty"),
     ({"reference_trajectory": [{"role": "assistant", "tool_calls": {"name": "a"}}]},
@@ -485,3 +487,12 @@ def test_a_callable_override_is_named_by_its_reference(my_pkg: None) -> None:
     r = grade(cfg, [call("lookup", {"city": "LYON"})])
     assert r.passed
     assert r.details["overrides"] == {"lookup": "my_pkg.matchers:same_city"}
+
+
+def test_a_strict_failure_lists_three_unpaired_references_and_counts_the_rest() -> None:
+    cfg = tm("strict", reference_tool_calls=refs(("a", {}), ("b", {}), ("c", {}), ("d", {})))
+    assert grade(cfg, []).explanation == (
+        "No strict match: the run has 0 step(s) with tool calls, the reference 4; 4 of 4 "
+        "reference calls unpaired: 'a' (entry 0, step 0): the run has no such step; 'b' "
+        "(entry 1, step 1): the run has no such step; 'c' (entry 2, step 2): the run has no "
+        "such step and 1 more.")
