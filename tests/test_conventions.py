@@ -13,6 +13,15 @@ from otel_tooleval.model import SpanRecord
 from otel_tooleval.trajectory import RunPolicy, build_run, find_runs
 from otel_tooleval.user_regex import compile_user
 
+
+@pytest.fixture(params=["imported", "compiled"])
+def classify(request: pytest.FixtureRequest) -> Any:
+    """``span_kind`` as imported, and written out again from the tables by a fresh
+    ``_compile_span_kind()`` (the import-time one runs before any test can look at it)."""
+    from otel_tooleval.conventions.kinds import _compile_span_kind, span_kind
+
+    return span_kind if request.param == "imported" else _compile_span_kind()
+
 FIXTURES = Path(__file__).resolve().parent / "data" / "spans"   # recorded runs, kept in the repo
 
 
@@ -335,11 +344,11 @@ def test_framework_span_below_a_plain_root_is_one_run() -> None:
     assert [c.name for c in build_run(*runs[0], RunPolicy()).calls] == ["lookup"]
 
 
-def test_span_kind_over_every_marker_combination() -> None:
+def test_span_kind_over_every_marker_combination(classify: Any) -> None:
     """The hot path's one-call classifier against the marker table of SEMANTICS 1."""
     import itertools
 
-    from otel_tooleval.conventions import AGENT, MODEL, TOOL, span_kind
+    from otel_tooleval.conventions import AGENT, MODEL, TOOL
 
     values = {"gen_ai.operation.name": [None, "invoke_agent", "chat", "execute_tool",
                                         "invoke_workflow", "generate_content"],
@@ -360,13 +369,13 @@ def test_span_kind_over_every_marker_combination() -> None:
         # span on the hot path; its scope decides later whether it is a call.
         expected = ((TOOL if tool_name_of(attrs, "span name") is not None else 0)
                     | (AGENT if agent else 0) | (MODEL if model else 0))
-        assert span_kind(attrs) == expected, attrs
+        assert classify(attrs) == expected, attrs
 
 
-def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others() -> None:
+def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others(classify: Any) -> None:
     """Each key the classifier reads, alone, with a value of every row, with None and among
     unrelated keys, against the tables read slowly; a span without any of them is nothing."""
-    from otel_tooleval.conventions import AGENT, MODEL, TOOL, span_kind
+    from otel_tooleval.conventions import AGENT, MODEL, TOOL
     from otel_tooleval.conventions.registry import MARKERS, TOOL_CONVENTIONS
 
     def slow(attrs: dict[str, Any]) -> int:
@@ -400,17 +409,17 @@ def test_span_kind_reads_every_key_of_the_tables_alone_and_among_others() -> Non
         for extra in ({}, {"http.url": "https://example.test", "db.system": "x"}):
             both = {**extra, **attrs}
             if "tool.synthesized" not in both:
-                assert span_kind(both) == slow(both), both
-            assert span_kind({**both, "tool.synthesized": True}) == slow(both) & ~TOOL, both
+                assert classify(both) == slow(both), both
+            assert classify({**both, "tool.synthesized": True}) == slow(both) & ~TOOL, both
 
 
 
-def test_span_kind_of_keys_of_two_conventions_on_one_span() -> None:
+def test_span_kind_of_keys_of_two_conventions_on_one_span(classify: Any) -> None:
     """A GenAI key (tested first) together with a key of another convention (tested only behind
     the set tests), ``tool.synthesized`` among them or not: the bits of the two keys apart
     (each checked against the tables above), ORed, the tool bit taken off when synthesized
     or when a marker value makes the span a model call."""
-    from otel_tooleval.conventions import MODEL, TOOL, span_kind
+    from otel_tooleval.conventions import MODEL, TOOL
     from otel_tooleval.conventions.registry import MARKERS, TOOL_CONVENTIONS
 
     def cases(genai: bool) -> list[dict[str, Any]]:
@@ -430,19 +439,19 @@ def test_span_kind_of_keys_of_two_conventions_on_one_span() -> None:
     presence = {m.key for m in MARKERS if m.present}
 
     def model_by_value(attrs: dict[str, Any]) -> bool:
-        return any(span_kind({k: v}) & MODEL for k, v in attrs.items() if k not in presence)
+        return any(classify({k: v}) & MODEL for k, v in attrs.items() if k not in presence)
 
     genai, others = cases(True), cases(False)
     assert genai and others
     for first in genai:
         for second in others:
             both = {**first, **second}
-            expected = span_kind(first) | span_kind(second)
+            expected = classify(first) | classify(second)
             if model_by_value(both):
                 expected &= ~TOOL   # a model span is never a call (presence marks aside)
             if "tool.synthesized" not in both:
-                assert span_kind(both) == expected, both
-            assert span_kind({**both, "tool.synthesized": True}) == expected & ~TOOL, both
+                assert classify(both) == expected, both
+            assert classify({**both, "tool.synthesized": True}) == expected & ~TOOL, both
 
 def test_str_enum_attribute_values_read_as_their_characters() -> None:
     """The SDK keeps a str subclass as it is; OTLP sends its characters, and so do we (not
@@ -468,20 +477,20 @@ def test_str_enum_attribute_values_read_as_their_characters() -> None:
     assert all(type(v) is str for v in (call.name, call.call_id, call.server, run.agent))
 
 
-def test_str_enum_marker_values_classify_on_the_hot_path() -> None:
+def test_str_enum_marker_values_classify_on_the_hot_path(classify: Any) -> None:
     """Microsoft Agent Framework sets ``gen_ai.operation.name`` to a str-subclass enum live;
     offline (through OTLP) it is its characters. Both must classify the span the same way."""
     import enum
 
-    from otel_tooleval.conventions import AGENT, MODEL, span_kind
+    from otel_tooleval.conventions import AGENT, MODEL
 
     class Op(str, enum.Enum):
         CHAT = "chat"
         INVOKE = "invoke_agent"
 
-    assert span_kind({"gen_ai.operation.name": Op.CHAT}) == MODEL
-    assert span_kind({"gen_ai.operation.name": Op.INVOKE}) == AGENT
-    assert span_kind({"openinference.span.kind": {"not": "a string"}}) == 0
+    assert classify({"gen_ai.operation.name": Op.CHAT}) == MODEL
+    assert classify({"gen_ai.operation.name": Op.INVOKE}) == AGENT
+    assert classify({"openinference.span.kind": {"not": "a string"}}) == 0
 
 
 def test_the_tables_are_derived_from_the_convention_modules() -> None:
@@ -843,3 +852,258 @@ def test_indexed_texts_reads_every_assistant_text_in_order_until_the_list_ends()
              "m.7.role": "assistant", "m.7.content": "after the end"}
     assert indexed_texts(attrs, "m", "role", "content") == ["one", "two", "three"]
     assert indexed_texts({"m.0.role": "user", "m.0.content": "x"}, "m", "role", "content") == []
+
+
+def test_row_picker_written_for_a_scope_picks_the_first_row_that_fits() -> None:
+    """``tool_row`` keeps one picker per scope, written once: a fresh one, for every scope a
+    row names (and one no row names), picks what a loop over the rows picks."""
+    from otel_tooleval.conventions.calls import _row_picker
+    from tests.test_run_cost import SCOPES, cases, reference_row
+
+    for scope in SCOPES:
+        pick = _row_picker(scope)
+        for attrs in cases():
+            assert pick(attrs) is reference_row(attrs, scope), (scope, attrs)
+
+
+def test_pending_calls_of_a_run_whose_model_recorded_its_calls() -> None:
+    """One call still running when the run ended, among calls the model's response lists:
+    one pending call (each counted once)."""
+    asked = [{"role": "assistant", "parts": [
+        {"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {"q": "a"}},
+        {"type": "tool_call", "id": "c2", "name": "lookup", "arguments": {"q": "b"}}]}]
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    model = SpanRecord(1, 2, 1, "chat", 5, 9, {"gen_ai.operation.name": "chat",
+                                                "gen_ai.output.messages": json.dumps(asked)})
+    done = SpanRecord(1, 3, 1, "execute_tool lookup", 10, 20, {
+        "gen_ai.tool.name": "lookup", "gen_ai.tool.call.id": "c1"})
+    late = SpanRecord(1, 4, 1, "execute_tool lookup", 30, 150, {
+        "gen_ai.tool.name": "lookup", "gen_ai.tool.call.id": "c2"})
+    run = build_run(root, [model, done, late], RunPolicy())
+    assert [c.call_id for c in run.calls] == ["c1", "c2"]
+    assert run.pending_calls == 1
+
+
+def test_the_run_outputs_read_what_the_run_was_asked() -> None:
+    asked = [{"role": "user", "parts": [{"type": "text", "content": "Weather in Paris?"}]}]
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {
+        "gen_ai.operation.name": "invoke_agent", "gen_ai.input.messages": json.dumps(asked)})
+    run = build_run(root, [], RunPolicy())
+    assert run.outputs.first_user_message() == "Weather in Paris?"
+
+
+def test_langchain_text_reads_the_last_ai_text_of_generations_and_of_a_state() -> None:
+    from otel_tooleval.conventions.openinference import langchain_text
+
+    generations = {"generations": [[{"text": "first"}], [{"text": ""}, {"text": "last"}]]}
+    assert langchain_text(json.dumps(generations)) == "last"
+    state = {"messages": [
+        {"type": "human", "data": {"content": "Weather in Paris?"}},
+        {"type": "ai", "data": {"content": "Paris: 21C"}},
+        {"type": "tool", "data": {"content": "21", "tool_call_id": "c1"}}]}
+    assert langchain_text(state) == "Paris: 21C"
+    # A message whose type is given only inside its data.
+    assert langchain_text({"messages": [{"data": {"type": "ai", "content": "streamed"}}]}) \
+        == "streamed"
+
+
+def test_tool_message_call_id_of_an_output_that_is_no_tool_message() -> None:
+    from otel_tooleval.conventions.openinference import tool_message_call_id
+
+    keys = ("output.value",)
+    message = {"type": "tool", "data": {"content": "21", "tool_call_id": "call_7"}}
+    assert tool_message_call_id({"output.value": json.dumps(message)}, keys) == "call_7"
+    # A list of tool messages (a batch) names no one call.
+    assert tool_message_call_id({"output.value": json.dumps([message])}, keys) is None
+
+
+def test_final_output_of_a_framework_output_key_and_an_output_event() -> None:
+    from otel_tooleval.conventions.texts import final_output_of
+
+    def root(attrs: dict[str, Any], events: tuple[Any, ...] = ()) -> SpanRecord:
+        return SpanRecord(1, 1, 0, "run", 0, 100, attrs, events=events)
+
+    # Text as recorded, not JSON-quoted; a result object's answer; any other value as JSON.
+    assert final_output_of(root({"mlflow.spanOutputs": "Paris: 21C"}), []) == "Paris: 21C"
+    crew = {"raw": "Paris: 21C", "tasks_output": [], "token_usage": {}}
+    assert final_output_of(root({"mlflow.spanOutputs": json.dumps(crew)}), []) == "Paris: 21C"
+    assert final_output_of(root({"mlflow.spanOutputs": '{"temp_c": 21}'}), []) \
+        == '{"temp_c": 21}'
+    # An output event holding a value that is neither text nor messages: its JSON.
+    event = ("gen_ai.choice", {"message": '{"temp_c": 21}'})
+    assert final_output_of(root({}, (event,)), []) == '{"temp_c": 21}'
+
+
+def test_content_blocks_of_an_mcp_call_result() -> None:
+    from otel_tooleval.conventions.envelopes import content_blocks
+
+    result = {"content": [{"type": "text", "text": '{"temp_c": 21}'}], "isError": False}
+    assert content_blocks(result) == {"temp_c": 21}
+
+
+def test_a_final_output_message_with_content_parts_under_content() -> None:
+    from otel_tooleval.conventions.envelopes import conversation_answer
+
+    messages = [{"role": "user", "content": "Weather?"},
+                {"role": "assistant", "content": [{"type": "text", "content": "Paris: 21C"}]}]
+    assert conversation_answer(messages) == "Paris: 21C"
+
+
+def test_a_user_convention_without_a_span_name_regex_names_by_the_span_name() -> None:
+    from otel_tooleval.conventions.spec import TOOL
+    from otel_tooleval.conventions.user import UserConvention
+
+    entry = UserConvention(label="tools", kind=TOOL, equals=(("app.kind", "tool"),))
+    assert entry.name_group("lookup_weather") == "lookup_weather"
+
+
+_HUMAN = {"lc": 1, "type": "constructor", "id": ["langchain", "schema", "messages", "HumanMessage"],
+          "kwargs": {"content": "Weather in Paris?"}}
+
+
+@pytest.mark.parametrize("attrs", [
+    # OpenAI Responses input: content parts of type input_text.
+    {"input.value": json.dumps([{"role": "user", "content": [
+        {"type": "input_text", "text": "Weather in Paris?"}]}])},
+    # LangChain's serialised HumanMessage (its kind in ``id``, its text under ``kwargs``).
+    {"input.value": json.dumps({"messages": [_HUMAN]})},
+    # OpenInference's flattened input messages.
+    {"llm.input_messages.0.message.role": "system",
+     "llm.input_messages.0.message.content": "Be brief.",
+     "llm.input_messages.1.message.role": "user",
+     "llm.input_messages.1.message.content": "Weather in Paris?"},
+    # Plain text as the agent's input, surrounding whitespace dropped.
+    {"input.value": "  Weather in Paris?\n"},
+    # OpenLLMetry's flattened prompt.
+    {"gen_ai.prompt.0.role": "system", "gen_ai.prompt.0.content": "Be brief.",
+     "gen_ai.prompt.1.role": "user", "gen_ai.prompt.1.content": "Weather in Paris?"},
+    # LangChain's message dump: the text under ``data``.
+    {"input.value": json.dumps([{"type": "human", "data": {"content": "Weather in Paris?"}}])},
+    # A framework's input object holding the prompt under ``query``.
+    {"input.value": json.dumps({"query": "Weather in Paris?", "top_k": 3})},
+    # Text parts of one message, joined as they are.
+    {"input.value": json.dumps([{"role": "user", "content": [
+        {"type": "text", "text": "Weather in "}, {"type": "text", "text": "Paris?"}]}])},
+    # LangChain's (role, text) pairs: the user's, not the system's.
+    {"input.value": json.dumps([["system", "Be brief."], ["user", "Weather in Paris?"]])},
+    # A framework's input object holding the text under ``input`` or ``message``.
+    {"input.value": json.dumps({"input": "Weather in Paris?"})},
+    {"input.value": json.dumps({"message": "Weather in Paris?", "session": "s1"})},
+    # An attribute no convention names, whose name says input, holding the messages.
+    {"acme.input": json.dumps([{"role": "user", "content": "Weather in Paris?"}])},
+], ids=["responses-input-text", "langchain-constructor", "openinference-flattened", "text",
+        "openllmetry-flattened", "langchain-data", "query", "text-parts", "langchain-pairs",
+        "input-key", "message-key", "input-named-attribute"])
+def test_what_a_run_was_asked_in_each_input_shape(attrs: dict[str, Any]) -> None:
+    root = SpanRecord(1, 1, 0, "agent", 0, 100, {"openinference.span.kind": "AGENT", **attrs})
+    assert build_run(root, [], RunPolicy()).outputs.first_user_message() == "Weather in Paris?"
+
+
+def test_what_a_run_was_asked_from_the_user_message_event_of_the_root_or_a_nested_model() -> None:
+    asked = ("gen_ai.user.message", {"content": "Weather in Paris?"})
+    agent = {"gen_ai.operation.name": "invoke_agent"}
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, agent, events=(asked,))
+    assert build_run(root, [], RunPolicy()).outputs.first_user_message() == "Weather in Paris?"
+    # The event on a model span nested in the model span the run counts (a wrapper's).
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, agent)
+    chat = {"gen_ai.operation.name": "chat"}
+    wrapper = SpanRecord(1, 2, 1, "chat m", 10, 50, chat)
+    inner = SpanRecord(1, 3, 2, "chat m", 11, 49, chat, events=(asked,))
+    run = build_run(root, [wrapper, inner], RunPolicy())
+    assert run.steps == 1
+    assert run.outputs.first_user_message() == "Weather in Paris?"
+
+
+def test_a_tool_span_marked_not_synthesized_is_a_call() -> None:
+    assert one_call({"gen_ai.tool.name": "lookup", "tool.synthesized": False}).name == "lookup"
+
+
+def test_dspy_prediction_and_langchain_callback_envelopes() -> None:
+    from otel_tooleval.conventions.envelopes import dspy_prediction, langchain_callback_inputs
+
+    assert dspy_prediction({"trajectory": {}, "reasoning": "r", "answer": "Paris"}) == "Paris"
+    assert dspy_prediction({"trajectory": {}, "reasoning": "r", "answer": None}) is None
+    assert dspy_prediction({"answer": "Paris"}) is None          # no ReAct prediction
+    # The tool's inputs when the envelope has any, else its input_str.
+    assert langchain_callback_inputs({"input_str": "Paris", "inputs": {"city": "Paris"}}) \
+        == {"city": "Paris"}
+    assert langchain_callback_inputs({"input_str": "Paris", "inputs": {}}) == "Paris"
+
+
+def test_assistant_texts_skip_the_other_roles_between_them() -> None:
+    from otel_tooleval.conventions.genai import texts_from_messages
+
+    messages = [{"role": "assistant", "parts": [{"type": "text", "content": "Looking."}]},
+                {"role": "tool", "parts": [{"type": "tool_call_response", "id": "c1"}]},
+                {"role": "assistant", "content": "Paris: 21C"}]
+    assert texts_from_messages(json.dumps(messages)) == ["Looking.", "Paris: 21C"]
+
+
+def test_a_span_exported_twice_keeps_its_first_ended_record() -> None:
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    first = SpanRecord(1, 2, 1, "execute_tool lookup", 10, 20, {"gen_ai.tool.name": "lookup"})
+    again = first._replace(attributes={"gen_ai.tool.name": "lookup_retry"})
+    [(found_root, members)] = find_runs([root, first, again], RunPolicy())
+    assert found_root == root
+    assert members == [root, first]   # the root among its members, and one lookup
+
+
+def test_agent_names_match_the_root_pattern_by_span_name_or_agent_name() -> None:
+    policy = RunPolicy(root="pattern", root_pattern=compile_user("^support"))
+    assert policy.named_agent({}, "support agent")
+    assert policy.named_agent({"agent.name": "support-bot"}, "run")
+    assert policy.is_agent({"gen_ai.agent.name": "support-bot"}, "run")
+    assert not policy.named_agent({"agent.name": "billing"}, "run")
+    named = RunPolicy(root="agent", agent_span_names=(compile_user("^support"),))
+    assert named.local_root_is_run({}, "support agent", "my.scope", had_agent_runs=False,
+                                   has_tool_calls=False)
+    assert not named.local_root_is_run({}, "my.scope", "support.scope", had_agent_runs=False,
+                                       has_tool_calls=False)
+
+
+def test_conversation_answer_reads_text_parts_typed_or_not_and_skips_the_others() -> None:
+    from otel_tooleval.conventions.envelopes import conversation_answer
+
+    said = [{"role": "user", "content": "Weather?"},
+            {"role": "assistant", "content": [{"type": "reasoning", "text": "Look it up. "},
+                                              {"type": "output_text", "text": "Paris: 21C"}]}]
+    assert conversation_answer(said) == "Paris: 21C"
+    untyped = [{"role": "assistant", "content": [{"text": "Paris: 21C"}]}]
+    assert conversation_answer(untyped) == "Paris: 21C"
+
+
+def test_assistant_texts_of_a_list_with_items_that_are_no_messages() -> None:
+    from otel_tooleval.conventions.genai import texts_from_messages
+
+    assert texts_from_messages(["noise", {"role": "assistant", "content": "Paris"}]) == ["Paris"]
+
+
+def test_model_and_root_texts_of_langchain_outputs_and_json_results() -> None:
+    from otel_tooleval.conventions.texts import assistant_text_of, final_output_of
+
+    model = SpanRecord(1, 2, 1, "ChatOpenAI", 0, 10, {
+        "openinference.span.kind": "LLM",
+        "output.value": json.dumps({"generations": [[{"text": "Paris: 21C"}]]})})
+    assert assistant_text_of(model) == "Paris: 21C"
+    root = SpanRecord(1, 1, 0, "agent run", 0, 100, {"final_result": '{"temp_c": 21}'})
+    assert final_output_of(root, []) == '{"temp_c": 21}'
+
+
+def test_tool_call_from_keeps_the_index_it_is_given() -> None:
+    from otel_tooleval.conventions.calls import tool_call_from
+
+    record = SpanRecord(1, 2, 1, "execute_tool lookup", 10, 20, {"gen_ai.tool.name": "lookup"})
+    found = tool_call_from(record, index=3, step=1, pending=False)
+    assert found is not None and (found.index, found.step) == (3, 1)
+
+
+def test_run_policy_roots_and_dropped_calls() -> None:
+    # ``root: local_root``: every local root is a run, agent or not.
+    assert RunPolicy(root="local_root").local_root_is_run(
+        {}, "GET /", "", had_agent_runs=True, has_tool_calls=False)
+    root = SpanRecord(1, 1, 0, "invoke_agent a", 0, 100, {"gen_ai.operation.name": "invoke_agent"})
+    assert build_run(root, [], RunPolicy(), dropped_calls=2).dropped_calls == 2
+    # A span whose parent is not in the trace (not exported) starts a run of its own.
+    orphan = SpanRecord(1, 5, 99, "invoke_agent b", 0, 100,
+                        {"gen_ai.operation.name": "invoke_agent"})
+    assert [r.span_id for r, _ in find_runs([orphan], RunPolicy())] == [5]

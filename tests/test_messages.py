@@ -352,3 +352,100 @@ def test_attributes_no_convention_names_are_read_by_shape() -> None:
               "myagent.output": json.dumps({"status": "ok"})}
     assert requested_calls(copied) is None
     assert not records_messages(copied)
+
+
+# --- variants each format allows (issue 33: each key and spelling read, pinned) -------------
+
+
+def test_a_single_assistant_message_with_the_legacy_function_call() -> None:
+    # A response recorded as the one message (not inside ``choices``): OpenAI's pre-tools
+    # ``function_call``, no call id.
+    message = {"role": "assistant", "content": None,
+               "function_call": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}}
+    assert requested_calls({"output.value": json.dumps(message)}) == [
+        Requested("get_weather", {"city": "Lyon"}, None, 0)]
+
+
+def test_choice_event_reads_its_tool_calls_before_its_message() -> None:
+    # An event-era ``gen_ai.choice`` whose body was flattened: the calls under ``tool_calls``,
+    # the message (text only) beside them; the calls are what the model asked for.
+    calls = [{"id": "call_b", "type": "function",
+              "function": {"name": "get_weather", "arguments": '{"city": "Lyon"}'}}]
+    event = ("gen_ai.choice", {"tool_calls": json.dumps(calls),
+                               "message": json.dumps({"role": "assistant", "content": "ok"})})
+    assert requested_calls({}, [event]) == [Requested("get_weather", {"city": "Lyon"}, "call_b", 0)]
+
+
+def test_tool_message_event_with_its_id_under_tool_call_id() -> None:
+    event = ("gen_ai.tool.message", {"tool_call_id": "call_b", "content": '{"temp_c": 18}'})
+    assert returned_results({}, [event]) == {"call_b": {"temp_c": 18}}
+
+
+def test_semconv_tool_call_response_part_with_result_and_a_function_role_message() -> None:
+    # The GenAI part's value under ``result`` (instead of ``response``), and a message of role
+    # ``function`` answering by call id (OpenAI-compatible clients that kept the old role).
+    messages = [{"role": "tool", "parts": [
+        {"type": "tool_call_response", "id": "call_b", "result": {"temp_c": 18}}]},
+        {"role": "function", "tool_call_id": "call_c", "content": "69.8"}]
+    assert returned_results({"gen_ai.input.messages": json.dumps(messages)}) == {
+        "call_b": {"temp_c": 18}, "call_c": "69.8"}
+
+
+_CALL_PART = json.dumps([{"type": "tool_call", "id": "c1", "name": "lookup", "arguments": {}}])
+
+
+def test_keys_no_convention_names_read_only_when_they_say_output() -> None:
+    # A key that says neither output nor input, and one that says both (a request's calls),
+    # are no response; a key that says output is.
+    assert requested_calls({"myllm.payload": _CALL_PART}) is None
+    assert requested_calls({"myllm.request.tool_calls": _CALL_PART}) is None
+    assert requested_calls({"myllm.output": _CALL_PART}) == [Requested("lookup", {}, "c1", 0)]
+
+
+def test_keys_no_convention_names_are_looked_at_among_the_first_256() -> None:
+    filler = {f"app.attr_{i:03d}": "x" for i in range(255)}
+    assert requested_calls({**filler, "myllm.output": _CALL_PART}) == [
+        Requested("lookup", {}, "c1", 0)]
+    filler["app.attr_255"] = "x"
+    assert requested_calls({**filler, "myllm.output": _CALL_PART}) is None
+
+
+def test_a_responses_function_call_without_call_id_keeps_its_item_id() -> None:
+    item = {"type": "function_call", "id": "fc_1", "name": "lookup", "arguments": "{}"}
+    assert requested_calls({"output.value": json.dumps({"output": [item]})}) == [
+        Requested("lookup", {}, "fc_1", 0)]
+
+
+def test_a_conversation_as_output_asks_only_through_the_assistant() -> None:
+    # A developer message quoting a call (an example in the instructions) asks for nothing.
+    example = {"type": "tool_call", "id": "ex", "name": "lookup", "arguments": {}}
+    asked = {"type": "tool_call", "id": "c1", "name": "convert", "arguments": {}}
+    conversation = [{"role": "developer", "content": [example]},
+                    {"role": "assistant", "content": [asked]}]
+    assert requested_calls({"gen_ai.output.messages": json.dumps(conversation)}) == [
+        Requested("convert", {}, "c1", 0)]
+
+
+def test_keys_no_convention_names_skip_values_that_are_no_text() -> None:
+    assert requested_calls({"myllm.output_tokens": 3, "myllm.output": _CALL_PART}) == [
+        Requested("lookup", {}, "c1", 0)]
+
+
+def test_more_call_shapes_flattened_without_id_langchain_dump_additional_kwargs() -> None:
+    flat = {"gen_ai.completion.0.role": "assistant",
+            "gen_ai.completion.0.tool_calls.0.name": "lookup",
+            "gen_ai.completion.0.tool_calls.0.arguments": "{}"}
+    assert requested_calls(flat) == [Requested("lookup", {}, None, 0)]
+    dump = {"generations": [[{"message": {"type": "ai", "data": {"content": "", "tool_calls": [
+        {"name": "lookup", "args": {}, "id": "c1", "type": "tool_call"}]}}}]]}
+    assert requested_calls({"output.value": json.dumps(dump)}) == [Requested("lookup", {}, "c1", 0)]
+    older = {"role": "assistant", "content": "", "additional_kwargs": {"tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "lookup", "arguments": "{}"}}]}}
+    assert requested_calls({"output.value": json.dumps(older)}) == [
+        Requested("lookup", {}, "c2", 0)]
+
+
+def test_results_of_input_messages_held_as_a_value_not_text() -> None:
+    # A file's attribute may hold the messages as a list (an OTLP array), not JSON text.
+    messages = [{"role": "tool", "tool_call_id": "c1", "content": "Paris"}]
+    assert returned_results({"gen_ai.input.messages": messages}) == {"c1": "Paris"}

@@ -467,3 +467,10 @@ def entry(**body: Any) -> dict[str, Any]:
 ])
 def test_load_time_errors_name_the_field(config: object, where: str, words: str) -> None:
     assert_config_error(config, where, words)
+
+
+def test_no_calls_lists_up_to_three_expected_names_and_counts_the_rest() -> None:
+    assert grade(order(["a", "b", "c"]), []).explanation == (
+        "The run made no tool calls; 3 were expected in order ('a', 'b', 'c').")
+    assert grade(order(["a", "b", "c", "d", "e"]), []).explanation == (
+        "The run made no tool calls; 5 were expected in order ('a', 'b', 'c' and 2 more).")

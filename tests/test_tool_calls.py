@@ -428,3 +428,23 @@ def test_calls_of_several_matching_names_are_in_call_order() -> None:
         call("read_file", {}), call("write_file", {}), call("read_file", {})])
     assert [c["calls"] for c in r.details["checks"]] == [[0, 1, 2], [0, 1, 2]]
     assert "#0 (read_file), #1 (write_file), #2 (read_file)" in r.explanation
+
+
+def test_schema_takes_lists_of_names_or_matchers_and_no_bare_name() -> None:
+    from otel_tooleval.graders.registry import REGISTRY
+    from tests.support.errors import assert_schema_agrees
+
+    family = REGISTRY[tool_calls.TYPE]
+    assert family.schema is not None
+    good = [{"type": "tool-calls", "config": {key: ["validate", {"name": "create"}]}}
+            for key in ("required", "disallowed", "sequence")]
+    bad = [{"type": "tool-calls", "config": {key: "validate"}}
+           for key in ("required", "disallowed", "sequence")]
+    assert_schema_agrees(family.schema(), good, bad)
+
+
+def test_required_check_details_name_their_matcher() -> None:
+    r = grade(cfg(required=["validate"]), [call("validate", {})])
+    (check,) = r.details["checks"]
+    assert (check["check"], check["index"], check["matcher"], check["passed"]) == (
+        "required", 0, "validate", True)

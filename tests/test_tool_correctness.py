@@ -304,3 +304,52 @@ def test_a_pathological_block_is_bounded_by_the_grading_budget() -> None:
     config = {**tc(expected, evaluation_params=ARGS), "limits": {"grading_budget_ms": 1}}
     r = grade(config, [call("read", {"path": f"f{i}", "n": -i}) for i in range(300)])
     assert (r.label, r.passed, r.error) == ("error", False, "budget_exceeded")
+
+
+def test_ordering_explanations_say_in_order_and_not_matched() -> None:
+    config = tc([{"name": "a"}, {"name": "b"}], should_consider_ordering=True)
+    assert grade(config, [call("a"), call("b")]).explanation == (
+        "All 2 expected tools were matched in order.")
+    assert grade(config, [call("b"), call("a")]).explanation == (
+        "1 of 2 expected tools were matched in order, score 0.50; not matched: 'b' (entry 1).")
+
+
+def test_exact_match_with_output_compares_each_result() -> None:
+    config = tc([{"name": "f", "output": {"t": 1}}], should_exact_match=True,
+                evaluation_params=["OUTPUT"])
+    assert grade(config, [call("f", {}, {"t": 1})]).score == 1.0
+    r = grade(config, [call("f", {}, {"t": 2})])
+    assert r.score == 0.0
+    assert r.explanation == ("Not an exact match: call #0 differs in the evaluated params where "
+                             "'f' (entry 0) was expected.")
+
+
+def test_greedy_pairing_is_named_in_details_and_explanation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from otel_tooleval.graders import pairing
+
+    config = tc([{"name": "a", "input_parameters": {"x": 1}},
+                 {"name": "a", "input_parameters": {"x": 2}}], evaluation_params=ARGS)
+    run = [call("a", {"x": 2}), call("a", {"x": 1})]
+    assert grade(config, run).details["assignment"] == "exact"
+    monkeypatch.setattr(pairing, "EXACT_CLASS_PAIRS", 1)
+    r = grade(config, run)
+    assert (r.score, r.details["assignment"]) == (1.0, "greedy")
+    assert r.explanation.endswith("(Paired greedily: too many distinct calls of one tool for "
+                                  "the exact assignment.)")
+
+
+def test_details_name_the_mode_and_show_values_only_when_asked() -> None:
+    entry = tc([{"name": "a", "input_parameters": {"x": 1}}], evaluation_params=ARGS)
+    r = grade(entry, [call("a", {"x": 1})])
+    assert r.details["mode"] == "assignment"
+    assert "input_parameters" not in r.details["pairs"][0]
+    r = grade({**entry, "emit": {"include_values": True}}, [call("a", {"x": 1})])
+    assert r.details["pairs"][0]["expected_input_parameters"] == {"x": 1}
+    assert r.details["pairs"][0]["input_parameters"] == {"x": 1}
+
+
+def test_assignment_with_output_pairs_the_call_with_the_expected_result() -> None:
+    config = tc([{"name": "f", "output": {"t": 1}}], evaluation_params=["OUTPUT"])
+    assert grade(config, [call("f", {}, {"t": 2}), call("f", {}, {"t": 1})]).details[
+        "pairs"][0]["call"] == 1

@@ -942,3 +942,22 @@ def test_letta_graders_mapping_shape() -> None:
     """)
     r = grade(config, [], **said("4"), **truth("4"))
     assert verdict(r) == PASS and r.name == "my_metric"
+
+
+def test_keyword_only_parameters_with_a_default_are_optional_those_without_are_refused() -> None:
+    @grader
+    def tg_with_option(run: AgentRun, submission: str | None, *, strict: bool = False) -> bool:
+        return strict
+
+    assert not tg_with_option.takes_ground_truth
+    with pytest.raises(TypeError, match=r"unexpected required parameter\(s\) strict;"):
+        @grader
+        def tg_needs_option(run: AgentRun, submission: str | None, *, strict: bool) -> bool:
+            return strict
+
+
+def test_nothing_to_grade_names_what_was_missing_in_text_and_details() -> None:
+    r = grade(tool(function="ascii_printable_only", extractor="last_assistant"), [])
+    assert r.explanation == "Nothing to grade: the run has no final output."
+    assert r.details["source"] == "the final output"
+    assert r.details["submission_chars"] is None

@@ -289,6 +289,16 @@ def test_expected_invocations_is_refused_per_run_naming_sessions() -> None:
     (adk([use("a")], {"threshold": 1, "judge_model_options": {"judge_model": "m"}}),
      "graders[0].criteria.tool_trajectory_avg_score.judge_model_options",
      "an LLM judge, which otel-tooleval does not run"),
+    (adk([use("a")], {"threshold": 1, "rubrics": []}),
+     "graders[0].criteria.tool_trajectory_avg_score.rubrics",
+     ("unknown key: options of an LLM judge, which otel-tooleval does not run "
+      "(tool_trajectory_avg_score needs none)")),
+    ({"graders": [{"type": TYPE, "criteria": {"tool_trajectory_avg_score": 1.0,
+                                              "tool_call_count_v1": 1},
+                   "expected_tool_use": []}]},
+     "graders[0].criteria.tool_call_count_v1",
+     ("another ADK metric, not about the tool trajectory: this family grades "
+      "tool_trajectory_avg_score only; remove it")),
     ({"graders": [{"type": TYPE}]}, "graders[0].expected_tool_use", "required key is missing"),
     ({"graders": [{"type": TYPE, "expected_tool_use": [],
                    "intermediate_data": {"tool_uses": []}}]},
@@ -299,6 +309,8 @@ def test_expected_invocations_is_refused_per_run_naming_sessions() -> None:
      "valid dictionary"),
     (adk([{"name": "a", "args": {"d": float("nan")}}]),
      "graders[0].expected_tool_use[0].args", "JSON values only"),
+    (adk([{"name": "a", "tool_input": {}}]), "graders[0].expected_tool_use[0].tool_input",
+     "unknown key (ADK's FunctionCall calls it args)"),
     (adk([{"tool_name": "a", "tool_input": {}}]),
      "graders[0].expected_tool_use[0].tool_name", "calls it name"),
     (adk([{"name": "a", "arg": {}}]), "graders[0].expected_tool_use[0].arg",
@@ -434,3 +446,8 @@ def test_an_exact_pass_explains_itself_in_the_singular_and_plural() -> None:
     two = grade(adk([use("a"), use("b")], mode("EXACT")), [call("a", {}), call("b", {})])
     assert two.explanation == ("EXACT: the 2 calls equal the 2 expected tool uses "
                                "(tool names and args).")
+
+
+def test_details_list_the_actual_tool_calls_by_name() -> None:
+    r = grade(adk([use("a")]), [call("a", {}), call("b", {})])
+    assert r.details["actual_tool_calls"] == ["a", "b"]

@@ -329,6 +329,12 @@ R = refs(("a", {}))
     ({"reference_trajectory": {"msgs": []}}, "graders[0].reference_trajectory", "messages"),
     ({"reference_trajectory": {"messages": [], "extra": 1}},
      "graders[0].reference_trajectory.extra", "unknown key"),
+    ({"reference_trajectory": {"messages": [], "mesages": 1}},
+     "graders[0].reference_trajectory.mesages", "unknown key (did you mean 'messages'?)"),
+    ({"reference_trajectory": {"messages": "user: hi"}},
+     "graders[0].reference_trajectory.messages", "must be a list of messages"),
+    ({"reference_tool_calls": [{"name": "", "args": {}}]},
+     "graders[0].reference_tool_calls[0].name", "must not be empty"),
     ({"reference_trajectory": [{"role": "assistant", "tool_calls": {"name": "a"}}]},
      "graders[0].reference_trajectory[0].tool_calls", "must be a list"),
     ({"reference_tool_calls": R, "model": "openai:o3-mini"}, "graders[0].model", "needs an LLM"),
@@ -466,3 +472,27 @@ def test_a_failed_match_explains_each_missing_entry_in_its_mode() -> None:
     r = grade(tm("superset", args_mode="exact", reference_tool_calls=ref), [call("a", {"q": 2})])
     assert r.explanation == ("No superset match: 1 of 1 reference calls unpaired: 'a' (entry 0): "
                              "no call left with matching args (exact).")
+
+
+def test_subset_failure_names_the_calls_outside_the_reference_only() -> None:
+    # References the run did not make are no problem for a subset: only the extra call is.
+    cfg = tm("subset", reference_tool_calls=refs(("a", {}), ("b", {})))
+    r = grade(cfg, [call("c", {})])
+    assert r.explanation == "No subset match: call(s) #0 ('c') not in the reference."
+
+
+def test_a_callable_override_is_named_by_its_reference(my_pkg: None) -> None:
+    cfg = tm("superset", reference_tool_calls=refs(("lookup", {"city": "Lyon"})),
+             tool_args_match_overrides={"lookup": "my_pkg.matchers:same_city"})
+    r = grade(cfg, [call("lookup", {"city": "LYON"})])
+    assert r.passed
+    assert r.details["overrides"] == {"lookup": "my_pkg.matchers:same_city"}
+
+
+def test_a_strict_failure_lists_three_unpaired_references_and_counts_the_rest() -> None:
+    cfg = tm("strict", reference_tool_calls=refs(("a", {}), ("b", {}), ("c", {}), ("d", {})))
+    assert grade(cfg, []).explanation == (
+        "No strict match: the run has 0 step(s) with tool calls, the reference 4; 4 of 4 "
+        "reference calls unpaired: 'a' (entry 0, step 0): the run has no such step; 'b' "
+        "(entry 1, step 1): the run has no such step; 'c' (entry 2, step 2): the run has no "
+        "such step and 1 more.")
