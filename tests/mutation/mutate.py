@@ -85,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mutmut-path", help="a folder mutmut was installed into (pip --target)")
     ap.add_argument("--workdir", help="the scratch folder (default: a new temporary one)")
     ap.add_argument("--reuse", action="store_true",
-                    help="keep --workdir's copy and mutmut's state (same files and tests: "
-                         "another --sample, or the survivors again after new tests)")
+                    help="keep --workdir's copy and mutmut's state: another --sample of the "
+                         "same files and tests; it does not see tests written since (its copy "
+                         "of tests/ and mutmut's results are the old ones): after new tests, "
+                         "run into a fresh --workdir")
     args = ap.parse_args(argv)
 
     files = list(args.files) + (_changed(args.changed) if args.changed else [])
