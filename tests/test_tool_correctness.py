@@ -145,6 +145,15 @@ def test_exact_match_position_by_position_wins_over_ordering() -> None:
     assert grade(args, [call("a", {"n": 1, "m": 2})]).score == 0.0
 
 
+def test_an_exact_match_explains_itself_in_the_singular_and_the_plural() -> None:
+    one = grade(tc([{"name": "a"}], should_exact_match=True), [call("a")])
+    assert one.explanation == "The one call matches the expected tool exactly."
+    two = grade(tc([{"name": "a"}, {"name": "b"}], should_exact_match=True),
+                [call("a"), call("b")])
+    assert two.explanation == ("The 2 calls match the expected tools exactly, position by "
+                               "position.")
+
+
 def test_strict_mode_makes_the_threshold_one_and_lower_scores_zero() -> None:
     config = tc([{"name": "a"}, {"name": "b"}], strict_mode=True, threshold=0.2)
     r = grade(config, [call("a")])

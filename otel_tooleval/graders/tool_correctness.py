@@ -377,7 +377,8 @@ class ToolCorrectnessGrader:
                     f"No tools were expected, but the run made {len(calls)} call(s).")
         if self.mode == "exact_match":
             if score == 1.0:
-                return f"The {n} calls match the expected tools exactly, position by position."
+                return ("The one call matches the expected tool exactly." if n == 1 else
+                        f"The {n} calls match the expected tools exactly, position by position.")
             return self._exact_text(calls)
         paired = {i: (j, s) for i, j, s in pairs}
         missed = [f"{tools[i].name!r} (entry {i})" for i in range(n) if i not in paired]
