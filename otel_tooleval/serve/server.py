@@ -425,7 +425,8 @@ class ToolEvalServer:
             Refused: with ``retry`` set.
         """
         if self.draining or not self.ready:
-            raise Refused("the server is shutting down", retry=True, status=503)
+            raise Refused("the server is shutting down" if self.draining else
+                          "the server is starting; retry", retry=True, status=503)
         if self.full():
             self._count("refused_full")
             raise Refused("buffers are full; retry later", retry=True, status=429)
