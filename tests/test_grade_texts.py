@@ -1,0 +1,68 @@
+"""What a user reads in each grade, word for word: score, label, explanation and details.
+
+tests/data/grades/families.yaml holds several graders of every family (passing, failing, and
+listing past their "... and N more" limits); they grade the runs of the recorded golden trace
+tests/data/files/traces.otlp.json, and each run's results are kept in
+tests/data/grades/traces.otlp.grades.json. The explanations and the keys of details are part of
+the grade JSON users and dashboards read, so a change to one should be a decision: after an
+intended change, rewrite the kept results with
+``OTEL_TOOLEVAL_WRITE_GOLDEN=1 pytest tests/test_grade_texts.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from otel_tooleval.cli import main
+
+DATA = Path(__file__).resolve().parent / "data"
+CONFIG = DATA / "grades" / "families.yaml"
+TRACE = DATA / "files" / "traces.otlp.json"
+KEPT = DATA / "grades" / "traces.otlp.grades.json"
+WRITE = os.environ.get("OTEL_TOOLEVAL_WRITE_GOLDEN") == "1"
+AGENTS = ["orchestrator", "planner", "researcher", "support"]     # the trace's agent runs
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
+    out = tmp_path_factory.mktemp("grades") / "grades.json"
+    assert main(["grade", str(TRACE), "-c", str(CONFIG), "-f", "json", "-o", str(out),
+                 "--allow-input-problems"]) == 1          # some graders fail, by design
+    doc = json.loads(out.read_text())
+    runs = {run["agent"]: run["results"] for run in doc["runs"]}
+    if WRITE:
+        KEPT.write_text(json.dumps(runs, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return runs
+
+
+def _kept() -> dict[str, list[dict[str, Any]]]:
+    return json.loads(KEPT.read_text())
+
+
+def test_the_same_runs_are_graded(graded: dict[str, list[dict[str, Any]]]) -> None:
+    assert sorted(graded) == sorted(_kept()) == AGENTS
+
+
+@pytest.mark.parametrize("agent", AGENTS)
+def test_each_grade_reads_as_kept(graded: dict[str, list[dict[str, Any]]], agent: str) -> None:
+    kept = {r["name"]: r for r in _kept()[agent]}
+    got = {r["name"]: r for r in graded[agent]}
+    assert sorted(got) == sorted(kept)
+    for name, result in got.items():
+        want = kept[name]
+        for key in ("type", "score", "passed", "label", "error"):
+            assert result[key] == want[key], (agent, name, key)
+        assert result["explanation"] == want["explanation"], (agent, name)
+        assert result["details"] == want["details"], (agent, name)
+
+
+def test_every_family_is_graded() -> None:
+    from otel_tooleval.graders.registry import families
+
+    types = {r["type"] for results in _kept().values() for r in results}
+    assert sorted(types) == sorted(f.type for f in families())
