@@ -607,15 +607,18 @@ def tg_returns_error(run: AgentRun, submission: str | None) -> GradeResult:
 
 
 @pytest.mark.parametrize(("function", "error", "words"), [
-    ("tg_raises", "RuntimeError", "raised RuntimeError"),
-    ("tg_out_of_range", "InvalidGraderResult", "outside [0, 1]"),
-    ("tg_wrong_type", "InvalidGraderResult", "returned str"),
+    ("tg_raises", "RuntimeError", "Custom grader 'tg_raises' raised RuntimeError."),
+    ("tg_out_of_range", "InvalidGraderResult",
+     "Custom grader 'tg_out_of_range' returned a score outside [0, 1]; scores must lie in [0, 1]."),
+    ("tg_wrong_type", "InvalidGraderResult",
+     "Custom grader 'tg_wrong_type' returned str; return a GradeResult, a float in [0, 1] or a bool."),
     ("tg_returns_error", "Upstream", "The checker was unavailable."),
 ])
 def test_custom_failures_are_error_results(function: str, error: str, words: str) -> None:
+    """The explanation, word for word: it tells the author of the grader what to fix."""
     r = grade(tool(function=function), [], **said("x"))
     assert (r.score, r.passed, r.label, r.error) == (0.0, False, "error", error)
-    assert words in r.explanation and "secret-123" not in r.explanation
+    assert r.explanation == words
 
 
 def test_custom_exception_message_shown_only_with_include_values() -> None:
