@@ -3,7 +3,8 @@
 tests/data/grades/families.yaml holds several graders of every family (passing, failing, and
 listing past their "... and N more" limits); they grade the runs of the recorded golden trace
 tests/data/files/traces.otlp.json, and each run's results are kept in
-tests/data/grades/traces.otlp.grades.json. The explanations and the keys of details are part of
+tests/data/grades/traces.otlp.grades.json; with ``emit: {include_values: true}`` (the values of
+arguments, results and submissions shown) in traces.otlp.grades.values.json. The explanations and the keys of details are part of
 the grade JSON users and dashboards read, so a change to one should be a decision: after an
 intended change, rewrite the kept results with
 ``OTEL_TOOLEVAL_WRITE_GOLDEN=1 pytest tests/test_grade_texts.py`` and review the diff.
@@ -23,35 +24,45 @@ from otel_tooleval.cli import main
 DATA = Path(__file__).resolve().parent / "data"
 CONFIG = DATA / "grades" / "families.yaml"
 TRACE = DATA / "files" / "traces.otlp.json"
-KEPT = DATA / "grades" / "traces.otlp.grades.json"
+KEPT = {False: DATA / "grades" / "traces.otlp.grades.json",
+        True: DATA / "grades" / "traces.otlp.grades.values.json"}
 WRITE = os.environ.get("OTEL_TOOLEVAL_WRITE_GOLDEN") == "1"
 AGENTS = ["orchestrator", "planner", "researcher", "support"]     # the trace's agent runs
 
 
-@pytest.fixture(scope="module")
-def graded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[dict[str, Any]]]:
-    out = tmp_path_factory.mktemp("grades") / "grades.json"
-    assert main(["grade", str(TRACE), "-c", str(CONFIG), "-f", "json", "-o", str(out),
+@pytest.fixture(scope="module", params=[False, True], ids=["no-values", "include-values"])
+def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> tuple[bool, dict[str, list[dict[str, Any]]]]:
+    values: bool = request.param
+    folder = tmp_path_factory.mktemp("grades")
+    config = folder / "graders.yaml"
+    config.write_text(CONFIG.read_text() + f"emit: {{include_values: {str(values).lower()}}}\n")
+    out = folder / "grades.json"
+    assert main(["grade", str(TRACE), "-c", str(config), "-f", "json", "-o", str(out),
                  "--allow-input-problems"]) == 1          # some graders fail, by design
     doc = json.loads(out.read_text())
     runs = {run["agent"]: run["results"] for run in doc["runs"]}
     if WRITE:
-        KEPT.write_text(json.dumps(runs, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    return runs
+        KEPT[values].write_text(
+            json.dumps(runs, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
+    return values, runs
 
 
-def _kept() -> dict[str, list[dict[str, Any]]]:
-    return json.loads(KEPT.read_text())
+def _kept(values: bool = False) -> dict[str, list[dict[str, Any]]]:
+    return json.loads(KEPT[values].read_text())
 
 
-def test_the_same_runs_are_graded(graded: dict[str, list[dict[str, Any]]]) -> None:
-    assert sorted(graded) == sorted(_kept()) == AGENTS
+def test_the_same_runs_are_graded(graded: tuple[bool, dict[str, list[dict[str, Any]]]]) -> None:
+    values, runs = graded
+    assert sorted(runs) == sorted(_kept(values)) == AGENTS
 
 
 @pytest.mark.parametrize("agent", AGENTS)
-def test_each_grade_reads_as_kept(graded: dict[str, list[dict[str, Any]]], agent: str) -> None:
-    kept = {r["name"]: r for r in _kept()[agent]}
-    got = {r["name"]: r for r in graded[agent]}
+def test_each_grade_reads_as_kept(graded: tuple[bool, dict[str, list[dict[str, Any]]]],
+                                  agent: str) -> None:
+    values, runs = graded
+    kept = {r["name"]: r for r in _kept(values)[agent]}
+    got = {r["name"]: r for r in runs[agent]}
     assert sorted(got) == sorted(kept)
     for name, result in got.items():
         want = kept[name]
@@ -59,6 +70,16 @@ def test_each_grade_reads_as_kept(graded: dict[str, list[dict[str, Any]]], agent
             assert result[key] == want[key], (agent, name, key)
         assert result["explanation"] == want["explanation"], (agent, name)
         assert result["details"] == want["details"], (agent, name)
+
+
+def test_values_are_shown_only_when_asked() -> None:
+    """include_values adds what was compared (arguments, results, submissions), never less."""
+    plain, shown = _kept(False), _kept(True)
+    for agent in AGENTS:
+        for a, b in zip(plain[agent], shown[agent], strict=True):
+            assert (a["name"], a["score"], a["label"]) == (b["name"], b["score"], b["label"])
+            assert set(a["details"]) <= set(b["details"]), (agent, a["name"])
+    assert "Submission: 'ok'" in json.dumps(shown) and "Submission: " not in json.dumps(plain)
 
 
 def test_every_family_is_graded() -> None:
