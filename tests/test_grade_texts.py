@@ -30,11 +30,8 @@ WRITE = os.environ.get("OTEL_TOOLEVAL_WRITE_GOLDEN") == "1"
 AGENTS = ["orchestrator", "planner", "researcher", "support"]     # the trace's agent runs
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["no-values", "include-values"])
-def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-           ) -> tuple[bool, dict[str, list[dict[str, Any]]]]:
-    values: bool = request.param
-    folder = tmp_path_factory.mktemp("grades")
+def _grade(values: bool, folder: Path) -> dict[str, list[dict[str, Any]]]:
+    """Each test grades the trace itself (no shared fixture): what it reads is what it ran."""
     config = folder / "graders.yaml"
     config.write_text(CONFIG.read_text() + f"emit: {{include_values: {str(values).lower()}}}\n")
     out = folder / "grades.json"
@@ -45,31 +42,27 @@ def graded(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
     if WRITE:
         KEPT[values].write_text(
             json.dumps(runs, indent=1, sort_keys=True, ensure_ascii=False) + "\n")
-    return values, runs
+    return runs
 
 
 def _kept(values: bool = False) -> dict[str, list[dict[str, Any]]]:
     return json.loads(KEPT[values].read_text())
 
 
-def test_the_same_runs_are_graded(graded: tuple[bool, dict[str, list[dict[str, Any]]]]) -> None:
-    values, runs = graded
+@pytest.mark.parametrize("values", [False, True], ids=["no-values", "include-values"])
+def test_each_grade_reads_as_kept(values: bool, tmp_path: Path) -> None:
+    runs = _grade(values, tmp_path)
     assert sorted(runs) == sorted(_kept(values)) == AGENTS
-
-
-@pytest.mark.parametrize("agent", AGENTS)
-def test_each_grade_reads_as_kept(graded: tuple[bool, dict[str, list[dict[str, Any]]]],
-                                  agent: str) -> None:
-    values, runs = graded
-    kept = {r["name"]: r for r in _kept(values)[agent]}
-    got = {r["name"]: r for r in runs[agent]}
-    assert sorted(got) == sorted(kept)
-    for name, result in got.items():
-        want = kept[name]
-        for key in ("type", "score", "passed", "label", "error"):
-            assert result[key] == want[key], (agent, name, key)
-        assert result["explanation"] == want["explanation"], (agent, name)
-        assert result["details"] == want["details"], (agent, name)
+    for agent in AGENTS:
+        kept = {r["name"]: r for r in _kept(values)[agent]}
+        got = {r["name"]: r for r in runs[agent]}
+        assert sorted(got) == sorted(kept)
+        for name, result in got.items():
+            want = kept[name]
+            for key in ("type", "score", "passed", "label", "error"):
+                assert result[key] == want[key], (agent, name, key)
+            assert result["explanation"] == want["explanation"], (agent, name)
+            assert result["details"] == want["details"], (agent, name)
 
 
 def test_values_are_shown_only_when_asked() -> None:
