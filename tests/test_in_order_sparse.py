@@ -459,3 +459,23 @@ def test_argument_candidates_count_against_the_budget() -> None:
     by_tool = tt._by_tool(entries)
     assert tt._matching_pairs(calls, by_tool, budget=36) is not None
     assert tt._matching_pairs(calls, by_tool, budget=35) is None   # 6 calls x 6 candidates
+
+
+def test_past_the_budget_a_run_with_pending_calls_takes_the_fronts_dp() -> None:
+    """Plain entries of two tools against many calls, some pending: past the pair budget, the
+    column DP of Pareto fronts chooses the matching, the oracle's."""
+    rng = random.Random(41)
+    for _ in range(20):
+        entries = [_Entry(i, rng.choice("ab"), None, rng.choice([None, 5.0])) for i in range(18)]
+        calls = []
+        for j in range(24):
+            pending = rng.random() < 0.2
+            calls.append(ToolCall(rng.choice("ab"), j, pending=pending, start_ns=0,
+                                  end_ns=None if pending else rng.choice([1, 9]) * 1_000_000))
+        if not any(c.pending for c in calls):
+            continue
+        by_tool = tt._by_tool(entries)
+        assert tt._matching_pairs(calls, by_tool,
+                                  tt._pair_budget(len(entries), len(calls))) is None
+        assert (_chosen(tt._in_order(entries, calls, by_tool))
+                == _chosen(_oracle(entries, calls, by_tool)))
