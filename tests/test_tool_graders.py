@@ -964,3 +964,11 @@ def test_nothing_to_grade_names_what_was_missing_in_text_and_details() -> None:
     assert r.explanation == "Nothing to grade: the run has no final output."
     assert r.details["source"] == "the final output"
     assert r.details["submission_chars"] is None
+
+
+def test_arguments_of_every_call_of_a_tool_never_called_name_their_source() -> None:
+    r = grade(tool(function="exact_match", extractor="tool_arguments",
+                   extractor_config={"tool_name": "b", "occurrence": "all"}, ground_truth="[]"),
+              [call("a")])
+    assert (r.explanation, r.details["source"]) == ("Nothing to grade: b was never called.",
+                                                    "the arguments of b")

@@ -513,3 +513,8 @@ def test_reference_shape_errors_word_for_word(entry: dict[str, Any], line: str) 
     with pytest.raises(ConfigError) as info:
         load_config({"graders": [{"type": "trajectory_match", **entry}]})
     assert str(info.value) == f"invalid otel-tooleval config: {line}"
+
+
+def test_the_ignore_rule_holds_for_any_arguments() -> None:
+    rule = rule_of("ignore")
+    assert rule.holds({"a": 1}, {"b": 2}) and rule.holds(None, {})
