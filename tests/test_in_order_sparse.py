@@ -451,10 +451,11 @@ def test_past_the_budget_a_long_settled_run_takes_the_column_dp() -> None:
     assert len(got) == 20 and got[0] == 0       # call 0 took 0 ms, within entry 0's 5 ms
 
 
-def test_argument_candidates_count_against_the_budget() -> None:
+@pytest.mark.parametrize("raw", ['{"x": 1}', '{"x":1}'])   # the entry's own text, or another
+def test_argument_candidates_count_against_the_budget(raw: str) -> None:
     """Entries with args: each call's candidates are counted, the sum against the budget."""
     entries = [_Entry(i, "a", {"x": 1}, 5.0) for i in range(6)]
-    calls = [ToolCall("a", j, raw_arguments='{"x": 1}', start_ns=0, end_ns=j * 2_000_000)
+    calls = [ToolCall("a", j, raw_arguments=raw, start_ns=0, end_ns=j * 2_000_000)
              for j in range(6)]
     by_tool = tt._by_tool(entries)
     assert tt._matching_pairs(calls, by_tool, budget=36) is not None
