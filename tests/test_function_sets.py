@@ -604,3 +604,14 @@ def test_tools_are_classified_by_server_and_name_across_runs(
         assert counts(grader.grade(other)) == (2, 1, 0)
         assert grader.grade(other).details["unexpected_tools"] == ["bing.web_search"]
     assert len(grader._known) == min(room, 4)
+
+
+def test_unexpected_calls_list_three_positions_then_how_many_more() -> None:
+    """A tool called three times outside every class lists all three; a fourth call is '+1 more'."""
+    calls = [on("brave", "web_search"), *(call("lookup") for _ in range(3)),
+             *(call("scrape") for _ in range(4))]
+    r = grade(sets([{"name": "search", "members": ["web_search"]}]), calls)
+    assert r.explanation == (
+        "Tool selection fails tool_selection.f1 >= 50: F1 22, precision 12, recall 100 "
+        "(TP 1, FP 7, FN 0); calls matching no class: lookup at #1, #2, #3, "
+        "scrape at #4, #5, #6 (+1 more).")

@@ -402,3 +402,81 @@ def test_the_diagonal_is_only_taken_when_it_matches_every_entry() -> None:
     assert tt._diagonal(entries, calls[:5])
     assert _chosen(tt._in_order(entries, calls[:5], by_tool)) == \
         _chosen(_oracle(entries, calls[:5], by_tool))
+
+
+def _with_tail(head_entries: list[_Entry], head_ms: list[int]) -> tuple[list[_Entry],
+                                                                         list[ToolCall]]:
+    """``head`` entries and calls of tool a (durations ``head_ms``), then 19 entries and calls of
+    tool b with distinct args: over 300 entry x call cells and few matching pairs, so
+    ``_in_order`` takes the sparse DP."""
+    n = len(head_entries)
+    entries = head_entries + [_Entry(n + i, "b", {"x": i}, None) for i in range(19)]
+    calls = [ToolCall("a", j, start_ns=0, end_ns=ms * 1_000_000) for j, ms in enumerate(head_ms)]
+    calls += [ToolCall("b", len(calls) + i, raw_arguments=json.dumps({"x": i}), start_ns=0,
+                       end_ns=1_000_000) for i in range(19)]
+    assert len(entries) * len(calls) > tt._COLUMNS_UPTO
+    return entries, calls
+
+
+@pytest.mark.parametrize(("head", "head_ms", "chosen"), [
+    # a call lasting exactly the limit is within it: the later call is chosen for its latency
+    ([_Entry(0, "a", None, 5.0)], [6, 5], {0: 1}),
+    # both within: the earlier call, even though the later one is faster
+    ([_Entry(0, "a", None, 5.0)], [5, 3], {0: 0}),
+    # call 1 can match either entry (the others, in the band, one each): lasting exactly the
+    # limit, it and call 2 give two latency hits where call 0 (6 ms) would give one
+    ([_Entry(0, "a", None, 5.0), _Entry(1, "a", None, 5.0)], [6, 5, 5], {0: 1, 1: 2}),
+])
+def test_a_duration_equal_to_the_limit_is_a_latency_hit_in_the_sparse_dp(
+        head: list[_Entry], head_ms: list[int], chosen: dict[int, int]) -> None:
+    entries, calls = _with_tail(head, head_ms)
+    by_tool = tt._by_tool(entries)
+    assert tt._matching_pairs(calls, by_tool, tt._pair_budget(len(entries), len(calls))) \
+        is not None
+    got = _chosen(tt._in_order(entries, calls, by_tool))
+    assert {k: v for k, v in got.items() if k < len(head)} == chosen
+    assert got == _chosen(_oracle(entries, calls, by_tool))
+
+
+def test_past_the_budget_a_long_settled_run_takes_the_column_dp() -> None:
+    """20 plain entries of one tool against its 20 calls: 400 candidate pairs, past the budget,
+    and past the columns' small-run cutoff: the column DP of the settled run is used."""
+    entries = [_Entry(i, "a", None, 5.0 if i == 0 else None) for i in range(20)]
+    calls = [ToolCall("a", j, start_ns=0, end_ns=(j % 7) * 1_000_000) for j in range(21)]
+    by_tool = tt._by_tool(entries)
+    assert len(entries) * len(calls) > tt._COLUMNS_UPTO
+    assert tt._matching_pairs(calls, by_tool, tt._pair_budget(len(entries), len(calls))) is None
+    got = _chosen(tt._in_order(entries, calls, by_tool))
+    assert got == _chosen(_oracle(entries, calls, by_tool))
+    assert len(got) == 20 and got[0] == 0       # call 0 took 0 ms, within entry 0's 5 ms
+
+
+@pytest.mark.parametrize("raw", ['{"x": 1}', '{"x":1}'])   # the entry's own text, or another
+def test_argument_candidates_count_against_the_budget(raw: str) -> None:
+    """Entries with args: each call's candidates are counted, the sum against the budget."""
+    entries = [_Entry(i, "a", {"x": 1}, 5.0) for i in range(6)]
+    calls = [ToolCall("a", j, raw_arguments=raw, start_ns=0, end_ns=j * 2_000_000)
+             for j in range(6)]
+    by_tool = tt._by_tool(entries)
+    assert tt._matching_pairs(calls, by_tool, budget=36) is not None
+    assert tt._matching_pairs(calls, by_tool, budget=35) is None   # 6 calls x 6 candidates
+
+
+def test_past_the_budget_a_run_with_pending_calls_takes_the_fronts_dp() -> None:
+    """Plain entries of two tools against many calls, some pending: past the pair budget, the
+    column DP of Pareto fronts chooses the matching, the oracle's."""
+    rng = random.Random(41)
+    for _ in range(20):
+        entries = [_Entry(i, rng.choice("ab"), None, rng.choice([None, 5.0])) for i in range(18)]
+        calls = []
+        for j in range(24):
+            pending = rng.random() < 0.2
+            calls.append(ToolCall(rng.choice("ab"), j, pending=pending, start_ns=0,
+                                  end_ns=None if pending else rng.choice([1, 9]) * 1_000_000))
+        if not any(c.pending for c in calls):
+            continue
+        by_tool = tt._by_tool(entries)
+        assert tt._matching_pairs(calls, by_tool,
+                                  tt._pair_budget(len(entries), len(calls))) is None
+        assert (_chosen(tt._in_order(entries, calls, by_tool))
+                == _chosen(_oracle(entries, calls, by_tool)))

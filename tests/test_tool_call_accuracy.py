@@ -246,3 +246,11 @@ def test_listings_name_the_first_three_and_count_the_rest() -> None:
     assert _listing(["a", "b", "c"]) == "a, b, c"
     assert _listing(["a", "b", "c", "d", "e"]) == "a, b, c and 2 more"
     assert _listing(["#1", "#2", "#3"], total=7) == "#1, #2, #3 and 4 more"
+
+
+def test_f1_without_references_reports_zero_recall_and_lists_the_calls() -> None:
+    """No reference calls and one call: nothing recalled (0, as Ragas), the call a false positive."""
+    r = grade({"graders": [{"type": "tool_call_f1", "reference_tool_calls": []}]}, [call("a")])
+    assert (r.score, r.details["precision"], r.details["recall"]) == (0.0, 0.0, 0.0)
+    assert r.explanation == ("F1 0.0000: 0 of 0 reference calls made with equal arguments; "
+                             "1 call(s) not in the reference: #0 'a'.")

@@ -498,3 +498,12 @@ def test_arguments_given_as_another_mapping_are_compared_as_objects() -> None:
         (result,) = report.results
         assert [e["matching_calls"] for e in result.details["expected"]] == [[0], [0]]
         assert result.score == 0.5
+
+
+@pytest.mark.parametrize(("counts", "text"), [
+    ({"a": [">=", 1]}, "The count check holds."),
+    ({"a": [">=", 1], "b": ["==", 0]}, "All 2 count checks hold."),
+])
+def test_holding_count_checks_explained_word_for_word(counts: dict[str, Any], text: str) -> None:
+    r = grade({"graders": [{"type": "tool-call-count", "tool_calls_count": counts}]}, [call("a")])
+    assert (r.passed, r.explanation) == (True, text)

@@ -178,7 +178,9 @@ def test_command_or_path_missing_is_a_grading_time_config_error(key: str) -> Non
     config = cfg(required=[{"name": "^bash$", key: "x"}])
     r = grade(config, [call("bash", {"other": "x"})])
     assert (r.label, r.passed, r.score, r.error) == ("error", False, 0.0, "ConfigurationError")
-    assert key in r.explanation and "#0" in r.explanation
+    assert r.name == "tool-calls"           # the grader the report names
+    assert r.explanation == (f"matcher '^bash$' filters on {key!r}, but call #0 (bash) has no "
+                             f"string {key!r} argument")
     # a non-string value is treated as absent, hence also the error
     r = grade(config, [call("bash", {key: 7})])
     assert r.label == "error"

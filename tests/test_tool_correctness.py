@@ -362,3 +362,12 @@ def test_assignment_with_output_pairs_the_call_with_the_expected_result() -> Non
     config = tc([{"name": "f", "output": {"t": 1}}], evaluation_params=["OUTPUT"])
     assert grade(config, [call("f", {}, {"t": 2}), call("f", {}, {"t": 1})]).details[
         "pairs"][0]["call"] == 1
+
+
+@pytest.mark.parametrize(("calls", "text"), [
+    ([], "No tools were expected and none was called."),
+    ([call("a")], "No tools were expected, but the run made 1 call(s)."),
+])
+def test_no_expected_tools_explained_word_for_word(calls: list[Any], text: str) -> None:
+    r = grade({"graders": [{"type": "tool_correctness", "expected_tools": []}]}, calls)
+    assert r.explanation == text

@@ -607,15 +607,18 @@ def tg_returns_error(run: AgentRun, submission: str | None) -> GradeResult:
 
 
 @pytest.mark.parametrize(("function", "error", "words"), [
-    ("tg_raises", "RuntimeError", "raised RuntimeError"),
-    ("tg_out_of_range", "InvalidGraderResult", "outside [0, 1]"),
-    ("tg_wrong_type", "InvalidGraderResult", "returned str"),
+    ("tg_raises", "RuntimeError", "Custom grader 'tg_raises' raised RuntimeError."),
+    ("tg_out_of_range", "InvalidGraderResult",
+     "Custom grader 'tg_out_of_range' returned a score outside [0, 1]; scores must lie in [0, 1]."),
+    ("tg_wrong_type", "InvalidGraderResult",
+     "Custom grader 'tg_wrong_type' returned str; return a GradeResult, a float in [0, 1] or a bool."),
     ("tg_returns_error", "Upstream", "The checker was unavailable."),
 ])
 def test_custom_failures_are_error_results(function: str, error: str, words: str) -> None:
+    """The explanation, word for word: it tells the author of the grader what to fix."""
     r = grade(tool(function=function), [], **said("x"))
     assert (r.score, r.passed, r.label, r.error) == (0.0, False, "error", error)
-    assert words in r.explanation and "secret-123" not in r.explanation
+    assert r.explanation == words
 
 
 def test_custom_exception_message_shown_only_with_include_values() -> None:
@@ -961,3 +964,11 @@ def test_nothing_to_grade_names_what_was_missing_in_text_and_details() -> None:
     assert r.explanation == "Nothing to grade: the run has no final output."
     assert r.details["source"] == "the final output"
     assert r.details["submission_chars"] is None
+
+
+def test_arguments_of_every_call_of_a_tool_never_called_name_their_source() -> None:
+    r = grade(tool(function="exact_match", extractor="tool_arguments",
+                   extractor_config={"tool_name": "b", "occurrence": "all"}, ground_truth="[]"),
+              [call("a")])
+    assert (r.explanation, r.details["source"]) == ("Nothing to grade: b was never called.",
+                                                    "the arguments of b")

@@ -496,3 +496,25 @@ def test_a_strict_failure_lists_three_unpaired_references_and_counts_the_rest() 
         "reference calls unpaired: 'a' (entry 0, step 0): the run has no such step; 'b' "
         "(entry 1, step 1): the run has no such step; 'c' (entry 2, step 2): the run has no "
         "such step and 1 more.")
+
+
+@pytest.mark.parametrize(("entry", "line"), [
+    ({"reference_trajectory": {"msgs": []}}, ("graders[0].reference_trajectory: a mapping must "
+     "hold 'messages' (or be one message with a 'role')")),
+    ({"reference_tool_calls": ["a"]}, ("graders[0].reference_tool_calls[0]: a tool call must "
+     "be a mapping: {name, args} or {function: {name, arguments}}")),
+    ({"reference_trajectory": ["x"]},
+     "graders[0].reference_trajectory[0]: a message must be a mapping with a 'role'"),
+])
+def test_reference_shape_errors_word_for_word(entry: dict[str, Any], line: str) -> None:
+    """The message names the shapes a reference may take: what the user is to write instead."""
+    from otel_tooleval import ConfigError, load_config
+
+    with pytest.raises(ConfigError) as info:
+        load_config({"graders": [{"type": "trajectory_match", **entry}]})
+    assert str(info.value) == f"invalid otel-tooleval config: {line}"
+
+
+def test_the_ignore_rule_holds_for_any_arguments() -> None:
+    rule = rule_of("ignore")
+    assert rule.holds({"a": 1}, {"b": 2}) and rule.holds(None, {})
