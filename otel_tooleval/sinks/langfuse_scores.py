@@ -34,6 +34,7 @@ from typing import Any
 from ..model import GradeResult, RunReport
 from ..sessions.model import SessionReport
 from ..violations import violations_of
+from .base import details_summary
 
 __all__ = ["RUN_SCORE", "SCORE_SCORE", "VIOLATION_SCORE", "details_summary", "run_scores",
            "score_id", "session_scores"]
@@ -48,8 +49,6 @@ VIOLATION_SCORE = "tooleval.violation"
 _NAMESPACE = uuid.uuid5(uuid.NAMESPACE_URL, "otel-tooleval:langfuse-score")
 #: Text fields are cut to this many characters (a comment is for reading, not storage).
 _MAX_TEXT = 2000
-_MAX_DETAIL_TEXT = 200
-_MAX_DETAIL_KEYS = 20
 
 
 def score_id(*parts: str) -> str:
@@ -65,22 +64,6 @@ def _timestamp(ns: int | None) -> str | None:
 
 def _cut(text: str, limit: int = _MAX_TEXT) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
-def details_summary(details: Mapping[str, Any]) -> dict[str, Any]:
-    """A grader's details, small: scalars as they are (text cut short), a list or mapping
-    as its length (``violations`` becomes how many), at most 20 keys."""
-    out: dict[str, Any] = {}
-    for key, value in details.items():
-        if len(out) >= _MAX_DETAIL_KEYS:
-            break
-        if value is None or isinstance(value, (bool, int, float)):
-            out[str(key)] = value
-        elif isinstance(value, str):
-            out[str(key)] = _cut(value, _MAX_DETAIL_TEXT)
-        elif isinstance(value, (Sequence, Mapping)):
-            out[str(key)] = len(value)
-    return out
 
 
 def _score(identity: Sequence[str], name: str, value: float | str, data_type: str,

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from ..model import GradeResult, RunReport
 from ..sessions.model import SessionReport
 from ..violations import violations_of
+from .base import details_summary
 from .delivery import Delivery, DeliverySettings
 
 __all__ = ["PhoenixSink", "PhoenixSinkConfig", "run_annotations", "session_annotation"]
@@ -42,8 +43,6 @@ TRACE_ANNOTATIONS = "/v1/trace_annotations"
 SESSION_ANNOTATIONS = "/v1/session_annotations"
 ENDPOINT_VARIABLE = "PHOENIX_COLLECTOR_ENDPOINT"
 API_KEY_VARIABLE = "PHOENIX_API_KEY"
-_MAX_SUMMARY_KEYS = 20
-_MAX_TEXT = 200
 
 
 class PhoenixSinkConfig(BaseModel):
@@ -119,20 +118,6 @@ def _label(result: GradeResult) -> Literal["pass", "fail", "error"]:
     return "pass" if result.passed else "fail"
 
 
-def _summary(details: Mapping[str, Any]) -> dict[str, Any]:
-    """The details' top level in brief: scalars as they are (long text cut), a list or mapping
-    as its size; no more than a few keys."""
-    out: dict[str, Any] = {}
-    for key, value in list(details.items())[:_MAX_SUMMARY_KEYS]:
-        if isinstance(value, str):
-            out[str(key)] = value if len(value) <= _MAX_TEXT else value[:_MAX_TEXT] + "…"
-        elif value is None or isinstance(value, (bool, int, float)):
-            out[str(key)] = value
-        elif isinstance(value, (list, tuple, Mapping)):
-            out[f"{key}_count"] = len(value)
-    return out
-
-
 def _annotation(name: str, label: str, score: float, explanation: str,
                 metadata: dict[str, Any], identifier: str) -> dict[str, Any]:
     return {"name": name, "annotator_kind": "CODE", "identifier": identifier,
@@ -162,7 +147,8 @@ def run_annotations(report: RunReport, config: PhoenixSinkConfig,
     out: list[tuple[str, dict[str, Any]]] = []
     for result in report.results:
         metadata = {"source": "otel-tooleval", "grader_type": result.type,
-                    "passed": result.passed, "details": _summary(result.details), **context}
+                    "passed": result.passed,
+                    "details": details_summary(result.details, "_count"), **context}
         if result.error is not None:
             metadata["error"] = result.error
         out.append((SPAN_ANNOTATIONS, {
