@@ -196,6 +196,14 @@ def test_an_unreachable_phoenix_costs_the_app_nothing() -> None:
     started = time.monotonic()
     run_agent(provider.get_tracer("t"))
     assert time.monotonic() - started < 0.5
+    # The run reaches the sink from the grading thread: wait until its annotations are there
+    # (queued, or already being retried), so that shutdown finds them, however loaded the host.
+    assert processor.sinks is not None
+    waited = time.monotonic() + 10
+    while not any(processor.sinks.stats().get(f"sinks.phoenix.{key}", 0)
+                  for key in ("queued", "retries")):
+        assert time.monotonic() < waited, processor.sinks.stats()
+        time.sleep(0.01)
     shutdown_started = time.monotonic()
     assert processor.shutdown(1_000) is False          # the annotations were lost: said so
     assert time.monotonic() - shutdown_started < 1.5
