@@ -71,7 +71,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     """
     if hand_over_plain is None:
         hand_over_plain = _refuse
-    traces_get = buffers._traces.get
+    traces = buffers._traces
+    traces_get = traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes
     named = buffers._named_agents
     agent_prefixes = AGENT_SPAN_PREFIXES
@@ -91,6 +92,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
     unmarked = KIND_KEYS.isdisjoint if not reclassify else _never
     frame_keys_absent = frozenset(FRAME_KEYS).isdisjoint
+    framework_scopes = FRAMEWORK_SCOPES
     forward_start, on_ending = _forwarders(downstream, report)
     # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
     forward_end = _end_forwarder(downstream)
@@ -122,29 +124,51 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         return True
 
 
+    def plain_end(span: Any, tid: int, parent: Any) -> Any:
+        """A span of a plain trace that is a local root or of some kind, as it ends: forwarded,
+        or queued (a root: ``hand_over_plain``), while the trace stays plain (``_DONE``); else
+        the trace's first agent, model or tool span, or a run's local root: the trace's new
+        state (``promote``; None when it is not tracked)."""
+        attrs = span._attributes._dict
+        if unmarked(attrs) and not span._name.startswith(agent_prefixes) and (
+                parent is not None and not parent[2] or not root_auto or (
+                    frame_keys_absent(attrs) and (
+                        (scope := span._instrumentation_scope) is None
+                        or not scope._name.startswith(framework_scopes)))
+                ) or _plain(span, True):
+            if (parent is None or parent[2]) and hand_over_plain(span):
+                return _DONE   # no run: forwarded in order by the grading thread
+            try:
+                forward_end(span)
+            except Exception:
+                report("downstream.on_end")
+            return _DONE
+        return promote(span, tid)
+
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         try:
             ctx = span._context   # ctx[0], ctx[1]: trace id, span id
-            state = traces_get(ctx[0])
-            if state is None and plain:   # a plain trace so far: one dict store
-                if (unmarked(span._attributes._dict)
-                        and not span._name.startswith(agent_prefixes)) or _plain(span, False):
+            tid = ctx[0]
+            if tid not in traces and plain:   # a plain trace so far: one dict store
+                # Marked by its attributes as it starts: tracked from now on (a span marked
+                # by its name only, or later, is promoted as it ends: TraceBuffers._promote).
+                if unmarked(span._attributes._dict) or _plain(span, False):
                     live[ctx[1]] = span
-                    if traces_get(ctx[0]) is not None:   # promoted meanwhile, elsewhere
-                        adopt_started(ctx[0], ctx[1])
-                else:   # marked as it starts: tracked from now on, as before
-                    promote(span, ctx[0])
-                if forward_start is None:   # (and no guard: see ``plain``)
-                    return
-            elif (parent := span._parent) is None or state is None or parent[2] \
-                    or state.closed:   # [2]: is_remote
-                start_root(span, ctx[0], ctx[1], parent, state)
-            elif len(state.parents) < max_spans:
-                sid = ctx[1]
-                state.parents[sid] = parent[1]
-                state.open[sid] = span
+                    if tid in traces:   # promoted meanwhile, elsewhere
+                        adopt_started(tid, ctx[1])
+                else:
+                    promote(span, tid)
             else:
-                drop("max_spans_per_trace")
+                state = traces_get(tid)
+                if (parent := span._parent) is None or state is None or parent[2] \
+                        or state.closed:   # [2]: is_remote
+                    start_root(span, tid, ctx[1], parent, state)
+                elif len(state.parents) < max_spans:
+                    sid = ctx[1]
+                    state.parents[sid] = parent[1]
+                    state.open[sid] = span
+                else:
+                    drop("max_spans_per_trace")
         except Exception:
             report("on_start")
         if start_extras:   # a guard, or a downstream on_start that does something
@@ -171,34 +195,29 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         # loop the hooks cost what the bytecodes they execute cost).
         try:
             ctx = span._context
-            state = traces_get(ctx[0])
-            if state is None and plain:
-                if live_pop(ctx[1], None) is None:   # adopted by a promotion meanwhile (or
-                    state = traces_get(ctx[0])       # never seen): tracked, or untracked
-                else:
-                    parent = span._parent
-                    attrs = span._attributes._dict
-                    if (unmarked(attrs) and not span._name.startswith(agent_prefixes) and (
-                            parent is not None and not parent[2] or not root_auto or (
-                                frame_keys_absent(attrs) and not framework_scope(span))
-                            )) or _plain(span, True):
-                        if (parent is None or parent[2]) and hand_over_plain(span):
-                            return   # no run: forwarded in order by the grading thread
-                        if forward_end is not None:
-                            try:
-                                forward_end(span)
-                            except Exception:
-                                report("downstream.on_end")
-                        return
-                    # the trace's first agent, model or tool span, or a run's local root
-                    state = promote(span, ctx[0])
+            tid = ctx[0]
+            # A span of a trace with state, or not stored as plain (adopted by a promotion
+            # meanwhile, or never seen): tracked, or untracked (without ``plain``, none is).
+            if tid in traces or live_pop(ctx[1], None) is None:
+                state = traces_get(tid)
+            else:   # a span of a plain trace
+                parent = span._parent
+                if parent is not None and not parent[2] and unmarked(span._attributes._dict) \
+                        and not span._name.startswith(agent_prefixes):
+                    try:   # the usual one: of no kind, not a local root
+                        forward_end(span)
+                    except Exception:
+                        report("downstream.on_end")
+                    return
+                state = plain_end(span, tid, parent)
+                if state is _DONE:
+                    return
         except Exception:
             report("on_end")
-            if forward_end is not None:
-                try:
-                    forward_end(span)
-                except Exception:
-                    report("downstream.on_end")
+            try:
+                forward_end(span)
+            except Exception:
+                report("downstream.on_end")
             return
         out = span   # what is forwarded: the guard may put a marked copy of a tool span here
         held = None  # with violation marks, the list a tool span waits in for its verdict
@@ -287,11 +306,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     return             # a rule (the grading thread)
         except Exception:
             report("on_end")
-        if forward_end is not None:
-            try:
-                forward_end(out)
-            except Exception:
-                report("downstream.on_end")
+        try:
+            forward_end(out)
+        except Exception:
+            report("downstream.on_end")
 
     return SpanHooks(on_start, on_ending, on_end)
 
@@ -331,11 +349,12 @@ def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHook
     return SpanHooks(on_start, on_ending, on_end)
 
 
-def _end_forwarder(downstream: Any) -> Callable[[Any], Any] | None:
+def _end_forwarder(downstream: Any) -> Callable[[Any], Any]:
     """The downstream's bound ``on_end``; for one without it, a call that looks it up at every
-    span (and fails there, contained by the hook, as an unbound lookup would)."""
+    span (and fails there, contained by the hook, as an unbound lookup would); with no
+    downstream, a C function that does nothing (``_ignore``)."""
     if downstream is None:
-        return None
+        return _ignore
     try:
         bound: Callable[[Any], Any] = downstream.on_end
     except AttributeError:
@@ -369,10 +388,8 @@ def _ignore_attrs(attrs: Any) -> bool:
     return True
 
 
-def framework_scope(span: Any) -> bool:
-    """Whether a span was made by a known framework's instrumentation (its scope)."""
-    scope = span._instrumentation_scope
-    return scope is not None and bool(scope.name) and scope.name.startswith(FRAMEWORK_SCOPES)
+#: ``plain_end``'s answer for a span it forwarded or queued.
+_DONE = object()
 
 
 def _never(attrs: Any) -> bool:

@@ -50,8 +50,15 @@ __all__ = ["ToolEvalSpanProcessor"]
 
 _log = logging.getLogger(__name__)
 _STOP = object()
+_TAKING = object()   # the grading thread's current item while it pops the next (``_pop``)
 _SWEEP_SECONDS = 1.0
 _POLL_SECONDS = 0.05
+# Right after an item (for _BUSY_SECONDS) the thread polls every _BUSY_POLL_SECONDS: a run that
+# ends while runs keep coming is graded within milliseconds, so its spans are freed young
+# (held for a 50 ms poll they outlived two collections, and the application thread paid for
+# full collections of the heap: docs/performance.md, "Grading beside the application").
+_BUSY_SECONDS = 0.05
+_BUSY_POLL_SECONDS = 0.002
 _TICK_SECONDS = 0.02
 
 
@@ -129,7 +136,8 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         # A deque the grading thread polls: handing it a root is one C-level append, with no
         # lock and no wake-up system call on the application thread (waking a waiting thread
         # cost more than the rest of the root's end() at 500 calls, measured). The grading
-        # thread polls every _POLL_SECONDS while runs keep coming; idle for a second, it
+        # thread polls every _POLL_SECONDS while runs keep coming (every _BUSY_POLL_SECONDS
+        # for the first _BUSY_SECONDS after one); idle for a second, it
         # sleeps until woken (``_sleeping``: the next root sets ``_wake``). The bound is checked
         # with len(); concurrent roots may overshoot it by the number of application threads.
         self._queue: deque[Any] = deque()
@@ -256,6 +264,8 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         forwards it in order with the roots queued before it. False (forward it now) without
         a grading thread or with the queue full."""
         queue_ = self._queue
+        if not queue_ and self._current is None and self._offload is None:
+            return False   # nothing before it to keep order with: forwarded now
         if self._worker is not None and len(queue_) < self._queue_limit:
             queue_.append(root)
             if self._sleeping:
@@ -305,11 +315,13 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         if not self._idle_since:
             self._idle_since = now
         wake.clear()
-        long_idle = now - self._idle_since >= _SWEEP_SECONDS
+        idle = now - self._idle_since
+        long_idle = idle >= _SWEEP_SECONDS
         if long_idle:
             self._sleeping = True
         if not queue_:   # after clear(): an item appended since is seen, or sets the event
-            wake.wait(_SWEEP_SECONDS if long_idle else _POLL_SECONDS)
+            wake.wait(_SWEEP_SECONDS if long_idle else
+                      _POLL_SECONDS if idle >= _BUSY_SECONDS else _BUSY_POLL_SECONDS)
         self._sleeping = False
         return self._pop() if queue_ else None
 
@@ -319,9 +331,13 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         An item found, before or after a wait, resets the idle clock: while runs keep coming
         the thread polls and does not sleep (no wake-ups for the application to pay)."""
         with self._claim_lock:
+            # Current from before the pop: an application thread that finds the queue empty
+            # then finds this (``_hand_over_plain``), not a moment with neither.
+            self._current = _TAKING
             try:
                 item = self._queue.popleft()
             except IndexError:
+                self._current = None
                 return None
             self._current = item
         self._idle_since = 0.0
