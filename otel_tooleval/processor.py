@@ -32,6 +32,7 @@ from .assembly import EndedRoot, RunJob, TraceBuffers
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
+from .grading_queue import _SWEEP_SECONDS, GradingQueue
 from .guard import GuardRules, GuardViolation
 from .hooks import forwarding_hooks, span_hooks
 from .live_guard import LiveGuard
@@ -50,19 +51,10 @@ __all__ = ["ToolEvalSpanProcessor"]
 
 _log = logging.getLogger(__name__)
 _STOP = object()
-_TAKING = object()   # the grading thread's current item while it pops the next (``_pop``)
-_SWEEP_SECONDS = 1.0
-_POLL_SECONDS = 0.05
-# Right after an item (for _BUSY_SECONDS) the thread polls every _BUSY_POLL_SECONDS: a run that
-# ends while runs keep coming is graded within milliseconds, so its spans are freed young
-# (held for a 50 ms poll they outlived two collections, and the application thread paid for
-# full collections of the heap: docs/performance.md, "Grading beside the application").
-_BUSY_SECONDS = 0.05
-_BUSY_POLL_SECONDS = 0.002
 _TICK_SECONDS = 0.02
 
 
-class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
+class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
     """Grades agent runs as their root spans end and forwards the verdicts with the trace.
 
     Args:
@@ -259,20 +251,6 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
             return True
         return self._submit(item)
 
-    def _hand_over_plain(self, root: ReadableSpan) -> bool:
-        """Queue a plain trace's ended local root (no run) for the grading thread, which
-        forwards it in order with the roots queued before it. False (forward it now) without
-        a grading thread or with the queue full."""
-        queue_ = self._queue
-        if not queue_ and self._current is None and self._offload is None:
-            return False   # nothing before it to keep order with: forwarded now
-        if self._worker is not None and len(queue_) < self._queue_limit:
-            queue_.append(root)
-            if self._sleeping:
-                self._wake_worker()
-            return True
-        return False
-
     def _forward(self, span: ReadableSpan) -> None:
         if self.downstream is None:
             return
@@ -305,43 +283,6 @@ class ToolEvalSpanProcessor(ViolationMarks, SpanProcessor):
         return False
 
     # -- grading thread ----------------------------------------------------------------------
-
-    def _next(self) -> Any:
-        """The next queued item, or None after a wait with nothing queued."""
-        queue_, wake = self._queue, self._wake
-        if queue_:
-            return self._pop()
-        now = time.monotonic()
-        if not self._idle_since:
-            self._idle_since = now
-        wake.clear()
-        idle = now - self._idle_since
-        long_idle = idle >= _SWEEP_SECONDS
-        if long_idle:
-            self._sleeping = True
-        if not queue_:   # after clear(): an item appended since is seen, or sets the event
-            wake.wait(_SWEEP_SECONDS if long_idle else
-                      _POLL_SECONDS if idle >= _BUSY_SECONDS else _BUSY_POLL_SECONDS)
-        self._sleeping = False
-        return self._pop() if queue_ else None
-
-    def _pop(self) -> Any:
-        """The next queued item, made current (None: shutdown emptied the queue meanwhile).
-
-        An item found, before or after a wait, resets the idle clock: while runs keep coming
-        the thread polls and does not sleep (no wake-ups for the application to pay)."""
-        with self._claim_lock:
-            # Current from before the pop: an application thread that finds the queue empty
-            # then finds this (``_hand_over_plain``), not a moment with neither.
-            self._current = _TAKING
-            try:
-                item = self._queue.popleft()
-            except IndexError:
-                self._current = None
-                return None
-            self._current = item
-        self._idle_since = 0.0
-        return item
 
     def _work(self) -> None:
         next_sweep = time.monotonic() + _SWEEP_SECONDS
