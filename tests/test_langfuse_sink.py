@@ -29,7 +29,12 @@ from pydantic import ValidationError
 from otel_tooleval.config import load_config
 from otel_tooleval.model import RunReport
 from otel_tooleval.sinks import build_sinks
-from otel_tooleval.sinks.langfuse import SCORES_PATH, LangfuseSink, LangfuseSinkConfig
+from otel_tooleval.sinks.langfuse import (
+    SCORES_PATH,
+    LangfuseSink,
+    LangfuseSinkConfig,
+    refused_scores,
+)
 from otel_tooleval.sinks.langfuse_scores import run_scores, session_scores
 from tests.test_langfuse_scores import CONFIG, graded, session_report
 
@@ -44,11 +49,14 @@ INSTALL = (f"python3 -m venv .langfuse-venv && .langfuse-venv/bin/pip install "
 
 class Receiver:
     """A stdlib HTTP server that records each POST and answers from a script of statuses
-    (then 202); ``hang`` makes it wait that long before answering."""
+    (then 202); ``hang`` makes it wait that long before answering; ``bodies``: the answers'
+    bodies, in order, before the default ones (raw bytes as they are, else as JSON)."""
 
-    def __init__(self, statuses: list[int] | None = None, hang: float = 0.0) -> None:
+    def __init__(self, statuses: list[int] | None = None, hang: float = 0.0,
+                 bodies: list[Any] | None = None) -> None:
         self.requests: list[tuple[str, dict[str, str], Any]] = []
         self.statuses = list(statuses or [])
+        self.bodies = list(bodies or [])
         self.hang = hang
         self.lock = threading.Lock()
         receiver = self
@@ -59,10 +67,12 @@ class Receiver:
                 with receiver.lock:
                     receiver.requests.append((self.path, dict(self.headers), body))
                     status = receiver.statuses.pop(0) if receiver.statuses else 202
+                    scripted = receiver.bodies.pop(0) if receiver.bodies else None
                 if receiver.hang:
                     time.sleep(receiver.hang)
-                reply = json.dumps({"message": "Accepted"} if status < 300
-                                   else {"message": "no"}).encode()
+                reply = (scripted if isinstance(scripted, bytes) else json.dumps(
+                    scripted if scripted is not None else
+                    {"message": "Accepted"} if status < 300 else {"message": "no"}).encode())
                 try:
                     self.send_response(status)
                     if status == 429:
@@ -236,6 +246,63 @@ def test_429_and_500_are_retried_400_is_not() -> None:
     finally:
         flaky.close()
         refusing.close()
+
+
+def test_a_partial_acceptance_counts_what_langfuse_refused(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """HTTP 207: Langfuse kept some scores of the batch and says how many it refused; those
+    are dropped (``dropped.rejected``), not sent, and not retried; the first reason is logged
+    once."""
+    size = len(run_scores(failing_run()))
+    partial = Receiver(statuses=[207, 207], bodies=[
+        {"accepted": size - 2, "rejected": 2,
+         "errors": [{"status": 400, "message": "value out of range"},
+                    {"status": 400, "message": "value out of range"}]},
+        {"accepted": size - 1, "rejected": 1, "errors": [{"status": 404, "error": "no trace"}]}])
+    try:
+        scores = sink(partial.url)
+        with caplog.at_level("WARNING", logger="otel_tooleval.sinks"):
+            scores.submit(failing_run())
+            assert scores.shutdown(10.0)
+            scores2 = sink(partial.url)
+            scores2.submit(failing_run())
+            assert scores2.shutdown(10.0)
+        assert len(partial.requests) == 2
+        assert scores.stats()["sent"] == size - 2 and scores.stats()["dropped.rejected"] == 2
+        assert scores2.stats()["sent"] == size - 1 and scores2.stats()["dropped.rejected"] == 1
+        said = [r.getMessage() for r in caplog.records if "refused" in r.getMessage()]
+        assert said == [(f"langfuse: POST {SCORES_PATH}: the server refused 2 of {size} "
+                         "(HTTP 400: value out of range); counted as dropped.rejected"),
+                        (f"langfuse: POST {SCORES_PATH}: the server refused 1 of {size} "
+                         "(HTTP 404: no trace); counted as dropped.rejected")]
+    finally:
+        partial.close()
+
+
+def test_a_207_that_cannot_be_read_counts_the_batch_as_refused() -> None:
+    """Nothing is counted as sent that Langfuse did not say it kept."""
+    size = len(run_scores(failing_run()))
+    unreadable = Receiver(statuses=[207], bodies=[b"<html>partial</html>"])
+    try:
+        scores = sink(unreadable.url)
+        scores.submit(failing_run())
+        assert scores.shutdown(10.0)
+        assert scores.stats()["sent"] == 0 and scores.stats()["dropped.rejected"] == size
+    finally:
+        unreadable.close()
+
+
+@pytest.mark.parametrize(("status", "answer", "expected"), [
+    (202, b'{"message": "Accepted"}', (0, None)),
+    (200, b"", (0, None)),
+    (207, b'{"accepted": 3, "errors": [{"message": "bad"}]}', (2, "bad")),
+    (207, b'{"errors": [{"status": 400}, {"status": 400}]}', (2, "HTTP 400: no message")),
+    (207, b'{"accepted": 5, "rejected": 0, "errors": []}', (0, None)),
+    (207, b"[]", (5, "an HTTP 207 answer without counts")),
+])
+def test_what_an_answer_says_was_refused(status: int, answer: bytes,
+                                         expected: tuple[int, str | None]) -> None:
+    assert refused_scores(status, answer, 5) == expected
 
 
 def test_a_full_queue_drops_and_counts(receiver: Receiver) -> None:

@@ -35,6 +35,16 @@ _log = logging.getLogger("otel_tooleval.sinks")
 
 #: A batch's payloads for one path -> the JSON body POSTed for them.
 BatchBody = Callable[[str, Sequence[Any]], Any]
+#: A successful answer (status, body, payloads in the batch) -> how many of the batch the server
+#: says it refused (a partial acceptance, e.g. HTTP 207), and its first reason for the log.
+Refused = Callable[[int, bytes, int], tuple[int, str | None]]
+#: The most of an answer's body that is read (a server's list of refusals; the rest is ignored).
+MAX_ANSWER_BYTES = 1 << 20
+
+
+def none_refused(status: int, body: bytes, size: int) -> tuple[int, str | None]:
+    """The default: a 2xx answer accepts the whole batch."""
+    return 0, None
 
 
 def data_envelope(path: str, payloads: Sequence[Any]) -> Any:
@@ -96,16 +106,19 @@ class Delivery:
         body: a batch's JSON body from its path and payloads; ``{"data": [...]}`` by default.
             A backend that takes one object per request sets ``batch_size`` to 1 and returns
             the payload itself.
+        refused: how many of a batch a successful answer refused (``Refused``): those are
+            counted as ``dropped.rejected``, not ``sent``, and the first reason is logged once.
     """
 
     def __init__(self, name: str, endpoint: str, headers: Mapping[str, str] | None = None,
                  settings: DeliverySettings | None = None, body: BatchBody = data_envelope,
-                 ) -> None:
+                 refused: Refused = none_refused) -> None:
         self.name = name
         self.endpoint = endpoint.rstrip("/")
         self.settings = settings or DeliverySettings()
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         self._body = body
+        self._refused = refused
         self._counts: dict[str, int] = {"sent": 0}
         self._logged: set[str] = set()
         self._init_state()
@@ -268,7 +281,7 @@ class Delivery:
                     self._settle("dropped.shutdown")
                     return
             try:
-                self._post(path, data, timeout)
+                status, answer = self._post(path, data, timeout)
             except _Failure as failure:
                 wait = self._backoff(attempt, failure.retry_after)
                 elapsed = time.monotonic() - started
@@ -288,8 +301,25 @@ class Delivery:
                     self._settle("dropped.shutdown")
                     return
                 continue
-            self._settle("sent")
+            self._accepted(path, status, answer, len(payloads))
             return
+
+    def _accepted(self, path: str, status: int, answer: bytes, size: int) -> None:
+        """A 2xx answer: the batch is sent, less what the answer says was refused."""
+        try:
+            refused, reason = self._refused(status, answer, size)
+        except Exception:  # noqa: BLE001 -- an answer we cannot read: counted, logged once
+            refused, reason = size, f"an HTTP {status} answer that could not be read"
+        refused = min(max(refused, 0), size)
+        if refused:
+            with self._lock:
+                if not self._abandoned:
+                    self._count_locked("dropped.rejected", refused)
+                    self._inflight -= refused
+            self._log_once("rejected", "%s: POST %s: the server refused %d of %d (%s); "
+                           "counted as dropped.rejected", self.name, path, refused, size,
+                           reason or "no reason given")
+        self._settle("sent")
 
     def _settle(self, key: str) -> None:
         """Count the in-flight batch under ``key``, unless shutdown counted it already."""
@@ -305,12 +335,13 @@ class Delivery:
         cap = min(settings.backoff_max_s, settings.backoff_initial_s * 2 ** (attempt - 1))
         return random.uniform(0, cap)
 
-    def _post(self, path: str, data: bytes, timeout: float) -> None:
+    def _post(self, path: str, data: bytes, timeout: float) -> tuple[int, bytes]:
+        """POST ``data``: the answer's status and (up to ``MAX_ANSWER_BYTES`` of) its body."""
         request = urllib.request.Request(self.endpoint + path, data=data, method="POST",
                                          headers=self._headers)
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                response.read()
+                return int(response.status), response.read(MAX_ANSWER_BYTES)
         except urllib.error.HTTPError as error:
             status = error.code
             retry_after = _retry_after(error.headers.get("Retry-After") if error.headers

@@ -10,6 +10,7 @@ shared delivery engine (``sinks.delivery``): queued, batched, retried, never rai
 from __future__ import annotations
 
 import base64
+import json
 import logging
 import os
 from typing import TYPE_CHECKING, Any, Literal
@@ -105,6 +106,32 @@ def _list_body(path: str, payloads: Any) -> Any:
     return list(payloads)
 
 
+def refused_scores(status: int, body: bytes, size: int) -> tuple[int, str | None]:
+    """How many scores of a batch a Langfuse answer refused: HTTP 207 (a partial acceptance)
+    carries ``{"accepted": n, "rejected": n, "errors": [{"status", "message" or "error"}]}``;
+    any other 2xx accepted the whole batch. A 207 without a readable count refused all of it
+    (nothing is counted as sent that the server did not say it kept)."""
+    if status != 207:
+        return 0, None
+    answer = json.loads(body)
+    errors = answer.get("errors") if isinstance(answer, dict) else None
+    first = errors[0] if isinstance(errors, list) and errors else None
+    reason = None
+    if isinstance(first, dict):
+        text = first.get("error") or first.get("message")
+        reason = (f"HTTP {first.get('status')}: " if first.get("status") else "") + (
+            str(text)[:200] if text else "no message")
+    rejected = answer.get("rejected") if isinstance(answer, dict) else None
+    if isinstance(rejected, int) and not isinstance(rejected, bool):
+        return rejected, reason
+    accepted = answer.get("accepted") if isinstance(answer, dict) else None
+    if isinstance(accepted, int) and not isinstance(accepted, bool):
+        return size - accepted, reason
+    if isinstance(errors, list):
+        return len(errors), reason
+    return size, "an HTTP 207 answer without counts"
+
+
 def _object_body(path: str, payloads: Any) -> Any:
     return payloads[0]
 
@@ -120,7 +147,8 @@ class LangfuseSink:
         self._delivery = Delivery(
             self.name, config.host, headers={"Authorization": f"Basic {token}"},
             settings=config.delivery_settings(),
-            body=_list_body if config.request_format == "list" else _object_body)
+            body=_list_body if config.request_format == "list" else _object_body,
+            refused=refused_scores)
         self._build_failed = False
 
     def submit(self, report: RunReport) -> None:
