@@ -82,9 +82,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     reclassify = mapped is not None or named
     start_root, drop = buffers._start_root, buffers._drop
     # Plain traffic: a span of a trace without state is only remembered in one dict, by span
-    # id, until it ends (TraceBuffers._promote). Not with a guard, which checks tool spans as
-    # they start: then every trace is tracked from its first span.
-    plain = buffers.plain and guard is None
+    # id, until it ends (TraceBuffers._promote). With a guard, a span that may be a tool call
+    # (``LiveGuard.no_call``: its keys are among ``KIND_KEYS``) is tracked from its start, so
+    # the guard checks it then as before; with a guard that may read any span (a
+    # ``conventions:`` mapping), every trace is tracked from its first span.
+    plain = buffers.plain and (guard is None or guard.by_keys)
     live = buffers._live
     live_pop = live.pop
     promote, adopt_started = buffers._promote, buffers._adopt_started
@@ -150,14 +152,17 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             ctx = span._context   # ctx[0], ctx[1]: trace id, span id
             tid = ctx[0]
             if tid not in traces and plain:   # a plain trace so far: one dict store
-                # Marked by its attributes as it starts: tracked from now on (a span marked
-                # by its name only, or later, is promoted as it ends: TraceBuffers._promote).
-                if unmarked(span._attributes._dict) or _plain(span, False):
+                # Marked by its attributes as it starts (or a call the guard checks now):
+                # tracked from now on (a span marked by its name only, or later, is promoted
+                # as it ends: TraceBuffers._promote).
+                if unmarked(attrs := span._attributes._dict) or (
+                        _plain(span, False) and no_call(attrs)):
                     live[ctx[1]] = span
                     if tid in traces:   # promoted meanwhile, elsewhere
                         adopt_started(tid, ctx[1])
                 else:
                     promote(span, tid)
+                    parent, state = span._parent, None   # for the guard: it looks it up
             else:
                 state = traces_get(tid)
                 if (parent := span._parent) is None or state is None or parent[2] \
@@ -384,9 +389,8 @@ def _forwarders(downstream: Any, report: Callable[[str], None]
 _ignore: Callable[[Any], object] = id
 
 
-def _ignore_attrs(attrs: Any) -> bool:
-    return True
-
+#: ``no_call`` without a guard: rules out every span, in one C call (``frozenset.isdisjoint``).
+_ignore_attrs: Callable[[Any], bool] = frozenset().isdisjoint
 
 #: ``plain_end``'s answer for a span it forwarded or queued.
 _DONE = object()

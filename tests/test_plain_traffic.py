@@ -178,3 +178,62 @@ def test_a_span_starting_while_its_trace_is_promoted_is_adopted() -> None:
         assert lookup.get_span_context().span_id not in racing
     finally:
         h.close()
+
+
+def test_with_a_guard_plain_traffic_stays_untracked_and_calls_are_checked_at_their_start(
+        ) -> None:
+    """A `guard:` section no longer tracks every trace from its first span: a web request
+    stays plain; a tool call below an HTTP root is tracked from its start, so the guard checks
+    it then (marked before it ends), counts it in its run, and the run is graded as before."""
+    from tests.test_guard import guarded
+
+    with guarded({"disallowed": ["^delete_"], "max_calls": 2}) as g:
+        buffers = g.processor._buffers
+        tracer = g.tracer
+        with tracer.start_as_current_span("GET /items", attributes=HTTP), \
+                tracer.start_as_current_span("SELECT items",
+                                             attributes={"db.system.name": "postgresql"}):
+            assert buffers._traces == {} and len(buffers._live) == 2
+        assert buffers._traces == {} and buffers._live == {}
+        with tracer.start_as_current_span("POST /chat", attributes=HTTP):
+            with tracer.start_as_current_span("SELECT users",
+                                              attributes={"db.system.name": "postgresql"}):
+                pass
+            with g.run("helper"):
+                assert buffers._traces != {}          # an agent span marks the trace
+                with tracer.start_as_current_span("execute_tool delete_user", attributes={
+                        "gen_ai.tool.name": "delete_user"}) as call:
+                    assert call.attributes is not None
+                    assert call.attributes["tooleval.guard.violation"] is True   # at its start
+                g.call("search", {"q": "x"})
+                g.call("search", {"q": "y"})          # the run's third call: over max_calls
+        assert [(v.rule, v.tool, v.at) for v in g.violations] == [
+            ("disallowed", "delete_user", "start"), ("max_calls", "search", "start")]
+        assert g.processor.force_flush(10_000)
+        assert g.processor.stats()["runs"] == 1
+
+
+def test_with_a_guard_a_call_under_a_plain_root_is_checked_at_its_start() -> None:
+    """No agent span: the first span that may be a tool call (its keys) gives the trace its
+    state as it starts, and the guard checks it then."""
+    from tests.test_guard import guarded
+
+    with guarded({"disallowed": ["^delete_"]}) as g:
+        with g.tracer.start_as_current_span("POST /run", attributes=HTTP):
+            assert g.processor._buffers._traces == {}
+            with g.tracer.start_as_current_span("execute_tool delete_user", attributes={
+                    "gen_ai.tool.name": "delete_user"}) as call:
+                assert g.processor._buffers._traces != {}
+                assert call.attributes is not None
+                assert call.attributes["tooleval.guard.violation"] is True
+        assert [(v.rule, v.tool, v.at) for v in g.violations] == [
+            ("disallowed", "delete_user", "start")]
+
+
+def test_the_keys_a_guard_reads_calls_by_are_among_the_kind_keys() -> None:
+    """The plain start test (``KIND_KEYS.isdisjoint``) rules out a tool call for the guard too
+    only while every key a tool convention tests is a key ``span_kind`` reads."""
+    from otel_tooleval.conventions.calls import TOOL_KEYS
+    from otel_tooleval.conventions.kinds import KIND_KEYS
+
+    assert TOOL_KEYS is not None and TOOL_KEYS <= KIND_KEYS
