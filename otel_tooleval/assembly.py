@@ -27,7 +27,7 @@ from ._compat import attributes_of, record_from_span
 from .config import LimitsConfig
 from .conventions import AGENT, TOOL, TOOL_CONVENTIONS, is_framework_span, span_kind
 from .model import SpanRecord
-from .trajectory import RunPolicy
+from .trajectory import AGENT_NAME_KEYS, RunPolicy
 
 __all__ = ["EndedRoot", "RunJob", "TraceBuffers", "TraceState"]
 
@@ -39,6 +39,9 @@ _MODEL_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value",
 # Graded runs a trace remembers, newest first, so that their late children are known late; the
 # older are forgotten (a trace whose root never ends would otherwise grow with every run).
 _RUNS_REMEMBERED = 1024
+# Span names whose match against named agents is remembered (``TraceBuffers._named``); past
+# it, names are matched each time (a service whose span names carry ids, say).
+_NAMES_REMEMBERED = 4096
 
 
 class TraceState:
@@ -133,6 +136,8 @@ class TraceBuffers:
         self._max_calls = limits.max_calls_per_run
         self._max_bytes = limits.max_run_bytes
         self._named_agents = bool(policy.agent_span_names) or policy.root_pattern is not None
+        # Span name -> named as an agent (``_named``), for spans that carry no agent name.
+        self._named_names: dict[str, bool] = {}
         self._tombstone_s = limits.tombstone_seconds
         self._max_open = limits.max_open_runs
         # Tool spans wait in ``TraceState.held`` for their run's verdict (violation marks);
@@ -350,12 +355,24 @@ class TraceBuffers:
     def _named_kind(self, attrs: Mapping[str, Any], span: Any, kind: int) -> int:
         """The kind of a span under named agents (``agent_span_names`` or ``root_pattern``);
         ``kind`` is the conventions' and the config's mapping's."""
-        policy = self.policy
-        if policy.root_pattern is not None:
+        if self.policy.root_pattern is not None:
             kind &= ~AGENT   # with a root pattern, only the pattern makes a run root
-        if not kind & AGENT and policy.named_agent(attrs, span.name):
+        if not kind & AGENT and self._named(attrs, span._name):
             kind |= AGENT
         return kind
+
+    def _named(self, attrs: Mapping[str, Any], name: str) -> bool:
+        """``RunPolicy.named_agent``, remembered by span name for a span that carries no agent
+        name (then only its name is matched: every plain span of a service is tested, and
+        their names repeat), up to ``_NAMES_REMEMBERED`` names."""
+        if not AGENT_NAME_KEYS.isdisjoint(attrs):
+            return self.policy.named_agent(attrs, name)
+        known = self._named_names.get(name)
+        if known is None:
+            known = self.policy.named_agent(attrs, name)
+            if len(self._named_names) < _NAMES_REMEMBERED:
+                self._named_names[name] = known
+        return known
 
     def _stripped(self, state: TraceState, span: Any, attrs: Mapping[str, Any], size: int,
                   kind: int) -> SpanRecord:

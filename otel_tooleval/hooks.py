@@ -41,6 +41,7 @@ from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
 from .conventions.kinds import KIND_KEYS
 from .conventions.registry import AGENT_SPAN_PREFIXES, FRAME_KEYS, FRAMEWORK_SCOPES
 from .live_guard import GuardEntry, GuardStart, LiveGuard
+from .trajectory import AGENT_NAME_KEYS
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -93,6 +94,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
     unmarked = KIND_KEYS.isdisjoint if not reclassify else _never
+    # Named agents without a mapping: a span with none of the kind keys is an agent span only
+    # by its name (or agent name), which ``TraceBuffers._named`` remembers per span name.
+    named_only, kind_keys_absent, named_by = named and mapped is None, KIND_KEYS.isdisjoint, \
+        buffers._named
+    named_names_get, agent_keys_absent = buffers._named_names.get, AGENT_NAME_KEYS.isdisjoint
     frame_keys_absent = frozenset(FRAME_KEYS).isdisjoint
     framework_scopes = FRAMEWORK_SCOPES
     forward_start, on_ending = _forwarders(downstream, report)
@@ -116,8 +122,15 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         on_end reads them), nor, once ended, a local root that is a run without any (a
         framework span: TraceBuffers.decide). The hooks test the usual span inline first."""
         attrs = span._attributes._dict
-        kind = named_kind(span, attrs) if reclassify else span_kind(attrs)
-        if kind or span._name.startswith(agent_prefixes):
+        if named_only and kind_keys_absent(attrs):   # of no kind: only a name names an agent
+            known = named_names_get(span._name)   # TraceBuffers._named's memory, inline
+            if known is None or not agent_keys_absent(attrs):
+                known = named_by(attrs, span._name)
+            if known:
+                return False
+        elif named_kind(span, attrs) if reclassify else span_kind(attrs):
+            return False
+        if span._name.startswith(agent_prefixes):
             return False
         parent = span._parent
         if ended and (parent is None or parent[2]):
@@ -396,8 +409,8 @@ _ignore_attrs: Callable[[Any], bool] = frozenset().isdisjoint
 _DONE = object()
 
 
-def _never(attrs: Any) -> bool:
-    return False
+#: A test that rules out no span, in one C call (``tuple.__contains__``: no frame).
+_never: Callable[[Any], bool] = ().__contains__
 
 
 def _refuse(span: Any) -> bool:

@@ -34,7 +34,7 @@ from .model import AgentRun, SpanRecord, ToolCall
 from .reconcile import reconcile
 from .user_regex import UserRegex
 
-__all__ = ["RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
+__all__ = ["AGENT_NAME_KEYS", "RunPolicy", "build_run", "find_runs", "group_by_trace", "run_from"]
 
 _MCP_NAME = re.compile(r"^mcp__(?P<server>.+?)__(?P<tool>.+)$")
 
@@ -110,6 +110,10 @@ class RunPolicy:
 
     def ignores(self, tool_name: str) -> bool:
         return any(p.fullmatch(tool_name) for p in self.ignore_tools)
+
+
+#: The attributes named agents are matched on besides the span name (``_matches_name``).
+AGENT_NAME_KEYS = frozenset({"gen_ai.agent.name", "agent.name"})
 
 
 def _matches_name(pattern: UserRegex, attrs: Mapping[str, Any], name: str) -> bool:

@@ -237,3 +237,52 @@ def test_the_keys_a_guard_reads_calls_by_are_among_the_kind_keys() -> None:
     from otel_tooleval.conventions.kinds import KIND_KEYS
 
     assert TOOL_KEYS is not None and TOOL_KEYS <= KIND_KEYS
+
+
+NAMED: dict[str, Any] = {**CONFIG, "runs": {"agent_span_names": ["^support_bot$"]}}
+
+
+def test_with_named_agents_plain_traffic_stays_untracked_and_a_named_span_is_a_run() -> None:
+    """``runs.agent_span_names``: a web request stays plain; a span named as an agent, with no
+    attribute that marks it, below an HTTP root, is the run of the tool calls below it."""
+    h = Harness(NAMED)
+    try:
+        _web_request(h)
+        assert h.processor._buffers._traces == {} and h.processor._buffers._live == {}
+        with h.tracer.start_as_current_span("POST /chat", attributes=HTTP), \
+                h.tracer.start_as_current_span("support_bot"), \
+                h.tracer.start_as_current_span("execute_tool delete",
+                                               attributes={"gen_ai.tool.name": "delete"}):
+            pass
+        assert h.flush()
+        (report,) = h.reports
+        assert report.run.root_name == "support_bot" and not report.passed
+        assert [c.name for c in report.run.calls] == ["delete"]
+    finally:
+        h.close()
+
+
+def test_named_agents_are_remembered_by_span_name_with_the_same_answers() -> None:
+    """``TraceBuffers._named`` gives ``RunPolicy.named_agent``'s answer, remembering it per span
+    name only for spans that carry no agent name, and no more than ``_NAMES_REMEMBERED``."""
+    from otel_tooleval import assembly
+
+    h = Harness({**CONFIG, "runs": {"agent_span_names": ["^support_bot$", "^helper"]}})
+    try:
+        buffers = h.processor._buffers
+        policy = buffers.policy
+        cases: list[tuple[dict[str, Any], str]] = [
+            ({}, "support_bot"), ({}, "GET /items"), ({}, "helper-2"),
+            ({"gen_ai.agent.name": "helper"}, "GET /items"),     # by its agent name
+            ({"agent.name": "nobody"}, "support_bot"),
+            ({"gen_ai.agent.name": "support_bot"}, "render")]
+        for attrs, name in cases * 2:
+            assert buffers._named(attrs, name) == policy.named_agent(attrs, name), (attrs, name)
+        assert buffers._named_names == {"support_bot": True, "GET /items": False,
+                                        "helper-2": True}
+        buffers._named_names.clear()
+        for i in range(assembly._NAMES_REMEMBERED + 10):
+            assert buffers._named({}, f"GET /items/{i}") is False
+        assert len(buffers._named_names) == assembly._NAMES_REMEMBERED
+    finally:
+        h.close()
