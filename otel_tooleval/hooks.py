@@ -94,10 +94,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
     unmarked = KIND_KEYS.isdisjoint if not reclassify else _never
-    # Named agents without a mapping: a span with none of the kind keys is an agent span only
-    # by its name (or agent name), which ``TraceBuffers._named`` remembers per span name.
-    named_only, kind_keys_absent, named_by = named and mapped is None, KIND_KEYS.isdisjoint, \
-        buffers._named
+    # With a mapping or named agents, a span with none of the keys span_kind reads is of no kind
+    # but what the mapping (cached per scope and name) or its name (``TraceBuffers._named``,
+    # remembered per span name) gives it: neither span_kind nor a user regex runs for it.
+    kind_keys_absent, named_by = KIND_KEYS.isdisjoint, buffers._named
     named_names_get, agent_keys_absent = buffers._named_names.get, AGENT_NAME_KEYS.isdisjoint
     frame_keys_absent = frozenset(FRAME_KEYS).isdisjoint
     framework_scopes = FRAMEWORK_SCOPES
@@ -122,12 +122,18 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         on_end reads them), nor, once ended, a local root that is a run without any (a
         framework span: TraceBuffers.decide). The hooks test the usual span inline first."""
         attrs = span._attributes._dict
-        if named_only and kind_keys_absent(attrs):   # of no kind: only a name names an agent
-            known = named_names_get(span._name)   # TraceBuffers._named's memory, inline
-            if known is None or not agent_keys_absent(attrs):
-                known = named_by(attrs, span._name)
-            if known:
-                return False
+        if reclassify and kind_keys_absent(attrs):   # no kind by the conventions' keys: only
+            # the mapping or a name can give it one (``named_kind``, without span_kind)
+            if mapped is not None and (
+                    kind := mapped(attrs, span._name, span._instrumentation_scope, 0)):
+                if not named or buffers._named_kind(attrs, span, kind):
+                    return False
+            elif named:   # TraceBuffers._named_kind of no kind: an agent if named, inline
+                known = named_names_get(span._name)   # (TraceBuffers._named's memory)
+                if known is None or not agent_keys_absent(attrs):
+                    known = named_by(attrs, span._name)
+                if known:
+                    return False
         elif named_kind(span, attrs) if reclassify else span_kind(attrs):
             return False
         if span._name.startswith(agent_prefixes):

@@ -9,6 +9,7 @@ import json
 import time
 from typing import Any
 
+import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 
@@ -284,5 +285,35 @@ def test_named_agents_are_remembered_by_span_name_with_the_same_answers() -> Non
         for i in range(assembly._NAMES_REMEMBERED + 10):
             assert buffers._named({}, f"GET /items/{i}") is False
         assert len(buffers._named_names) == assembly._NAMES_REMEMBERED
+    finally:
+        h.close()
+
+
+MAPPED: dict[str, Any] = {**CONFIG, "conventions": [
+    {"scope": "tests", "span_name": "^support run$", "run": {"agent_name": "span_name"}},
+    {"scope": "tests", "span_name": "^Calling (?P<name>\\w+)$", "tool": {"name": "span_name"}}]}
+
+
+@pytest.mark.parametrize("named", [False, True])
+def test_with_a_mapping_plain_traffic_stays_untracked_and_mapped_spans_are_read(
+        named: bool) -> None:
+    """A ``conventions:`` mapping (with named agents too, or not): a web request stays plain;
+    spans that only the mapping marks (by scope and name, no attribute) below an HTTP root
+    are the run and its calls."""
+    config = ({**MAPPED, "runs": {"agent_span_names": ["^nobody$"]}} if named else MAPPED)
+    h = Harness(config)
+    try:
+        _web_request(h)
+        assert h.processor._buffers._traces == {} and h.processor._buffers._live == {}
+        with h.tracer.start_as_current_span("POST /chat", attributes=HTTP), \
+                h.tracer.start_as_current_span("support run"):
+            with h.tracer.start_as_current_span("Calling search"):
+                pass
+            with h.tracer.start_as_current_span("Calling delete"):
+                pass
+        assert h.flush()
+        (report,) = h.reports
+        assert report.run.root_name == "support run" and not report.passed
+        assert [c.name for c in report.run.calls] == ["search", "delete"]
     finally:
         h.close()
