@@ -174,8 +174,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 # Marked by its attributes as it starts (or a call the guard checks now):
                 # tracked from now on (a span marked by its name only, or later, is promoted
                 # as it ends: TraceBuffers._promote).
-                if unmarked(attrs := span._attributes._dict) or (
-                        _plain(span, False) and no_call(attrs)):
+                if unmarked(span._attributes._dict) or (
+                        _plain(span, False) and no_call(span._attributes._dict)):
                     live[ctx[1]] = span
                     if tid in traces:   # promoted meanwhile, elsewhere
                         adopt_started(tid, ctx[1])
