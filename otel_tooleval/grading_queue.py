@@ -49,8 +49,9 @@ class GradingQueue:
 
     def _hand_over_plain(self, root: ReadableSpan) -> bool:
         """Queue a plain trace's ended local root (no run) for the grading thread, which
-        forwards it in order with the roots queued before it. False (forward it now) without
-        a grading thread or with the queue full."""
+        forwards it in order with the roots queued before it. False (forward it now) when the
+        thread holds nothing to keep order with, without a grading thread, or with the queue
+        full."""
         queue_ = self._queue
         if not queue_ and self._current is None and self._offload is None:
             return False   # nothing before it to keep order with: forwarded now

@@ -41,7 +41,6 @@ from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
 from .conventions.kinds import KIND_KEYS
 from .conventions.registry import AGENT_SPAN_PREFIXES, FRAME_KEYS, FRAMEWORK_SCOPES
 from .live_guard import GuardEntry, GuardStart, LiveGuard
-from .trajectory import AGENT_NAME_KEYS
 
 __all__ = ["SpanHooks", "forwarding_hooks", "span_hooks"]
 
@@ -94,11 +93,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
     unmarked = KIND_KEYS.isdisjoint if not reclassify else _never
-    # With a mapping or named agents, a span with none of the keys span_kind reads is of no kind
-    # but what the mapping (cached per scope and name) or its name (``TraceBuffers._named``,
-    # remembered per span name) gives it: neither span_kind nor a user regex runs for it.
-    kind_keys_absent, named_by = KIND_KEYS.isdisjoint, buffers._named
-    named_names_get, agent_keys_absent = buffers._named_names.get, AGENT_NAME_KEYS.isdisjoint
+    kind_keys_absent = KIND_KEYS.isdisjoint
     frame_keys_absent = frozenset(FRAME_KEYS).isdisjoint
     framework_scopes = FRAMEWORK_SCOPES
     forward_start, on_ending = _forwarders(downstream, report)
@@ -109,8 +104,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
 
     def named_kind(span: Any, attrs: Any) -> int:
-        """A span's kind under a ``conventions:`` mapping or named agents (as on_end reads it)."""
-        kind = span_kind(attrs)
+        """A span's kind under a ``conventions:`` mapping or named agents (as on_end reads it);
+        ``span_kind`` is not run for a span with none of the keys it reads (its kind is 0)."""
+        kind = 0 if kind_keys_absent(attrs) else span_kind(attrs)
         if mapped is not None:
             kind = mapped(attrs, span._name, span._instrumentation_scope, kind)
         if named:
@@ -122,21 +118,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         on_end reads them), nor, once ended, a local root that is a run without any (a
         framework span: TraceBuffers.decide). The hooks test the usual span inline first."""
         attrs = span._attributes._dict
-        if reclassify and kind_keys_absent(attrs):   # no kind by the conventions' keys: only
-            # the mapping or a name can give it one (``named_kind``, without span_kind)
-            if mapped is not None and (
-                    kind := mapped(attrs, span._name, span._instrumentation_scope, 0)):
-                if not named or buffers._named_kind(attrs, span, kind):
-                    return False
-            elif named:   # TraceBuffers._named_kind of no kind: an agent if named, inline
-                known = named_names_get(span._name)   # (TraceBuffers._named's memory)
-                if known is None or not agent_keys_absent(attrs):
-                    known = named_by(attrs, span._name)
-                if known:
-                    return False
-        elif named_kind(span, attrs) if reclassify else span_kind(attrs):
-            return False
-        if span._name.startswith(agent_prefixes):
+        kind = named_kind(span, attrs) if reclassify else span_kind(attrs)
+        if kind or span._name.startswith(agent_prefixes):
             return False
         parent = span._parent
         if ended and (parent is None or parent[2]):

@@ -102,11 +102,11 @@ class LiveGuard:
         #: ``(attributes) -> True`` for a span that cannot be a tool call: none of the keys the
         #: conventions test (one C call); never, with a ``conventions:`` mapping (its entries
         #: may match any span). The hooks call ``start_hook``'s function for the others only.
-        #: Whether ``no_call`` tests attribute keys only (then a span it rules out may stay
-        #: untracked, as plain traffic: hooks.py).
-        self.by_keys = TOOL_KEYS is not None and self._mapped is None
         self.no_call: Callable[[Mapping[str, Any]], bool] = (
-            TOOL_KEYS.isdisjoint if TOOL_KEYS is not None and self.by_keys else _never)
+            TOOL_KEYS.isdisjoint if TOOL_KEYS is not None and self._mapped is None else _never)
+        #: Whether ``no_call`` tests attribute keys (then a span it rules out may stay
+        #: untracked, as plain traffic: hooks.py).
+        self.by_keys = self.no_call is not _never
         _GUARDS.add(self)
 
     def close(self) -> None:

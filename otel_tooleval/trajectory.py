@@ -112,14 +112,17 @@ class RunPolicy:
         return any(p.fullmatch(tool_name) for p in self.ignore_tools)
 
 
-#: The attributes named agents are matched on besides the span name (``_matches_name``).
-AGENT_NAME_KEYS = frozenset({"gen_ai.agent.name", "agent.name"})
+#: The attributes named agents are matched on besides the span name, the first set one
+#: (``_matches_name``).
+_AGENT_NAME_ORDER = ("gen_ai.agent.name", "agent.name")
+AGENT_NAME_KEYS = frozenset(_AGENT_NAME_ORDER)
 
 
 def _matches_name(pattern: UserRegex, attrs: Mapping[str, Any], name: str) -> bool:
     if pattern.test(name):
         return True
-    agent = attrs.get("gen_ai.agent.name") or attrs.get("agent.name")
+    first, second = _AGENT_NAME_ORDER
+    agent = attrs.get(first) or attrs.get(second)
     return bool(agent) and pattern.test(str(agent))
 
 
