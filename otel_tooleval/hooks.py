@@ -35,7 +35,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.context import Context
 
-from ._compat import start_and_ending_hooks
+from ._compat import batch_emit, start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
 from .conventions.kinds import KIND_KEYS
@@ -99,6 +99,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     forward_start, on_ending = _forwarders(downstream, report)
     # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
     forward_end = _end_forwarder(downstream)
+    # The SDK's BatchSpanProcessor (the usual downstream): its on_end inline, as the sampled
+    # test and its queue's emit (_compat.batch_emit); None: forward_end is called.
+    emit = batch_emit(downstream)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
@@ -143,7 +146,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             if (parent is None or parent[2]) and hand_over_plain(span):
                 return _DONE   # no run: forwarded in order by the grading thread
             try:
-                forward_end(span)
+                if emit is None:
+                    forward_end(span)
+                elif span._context[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
+                    emit(span)
             except Exception:
                 report("downstream.on_end")
             return _DONE
@@ -212,7 +218,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 if parent is not None and not parent[2] and unmarked(span._attributes._dict) \
                         and not span._name.startswith(agent_prefixes):
                     try:   # the usual one: of no kind, not a local root
-                        forward_end(span)
+                        if emit is None:
+                            forward_end(span)
+                        elif ctx[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
+                            emit(span)
                     except Exception:
                         report("downstream.on_end")
                     return
@@ -314,7 +323,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         except Exception:
             report("on_end")
         try:
-            forward_end(out)
+            if emit is None or out is not span:
+                forward_end(out)
+            elif ctx[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
+                emit(span)
         except Exception:
             report("downstream.on_end")
 

@@ -1,16 +1,21 @@
 """The application-thread hooks' shortcuts keep what they replaced (docs/performance-log.md, "Why
 the hooks cost 4x as much in the agent loop"): the downstream's ``on_end`` bound once, a C
-function as ``_on_ending`` when the downstream has none."""
+function as ``_on_ending`` when the downstream has none, the SDK's ``BatchSpanProcessor.on_end``
+inline (its sampled test and its queue's ``emit``)."""
 
 from __future__ import annotations
 
 import logging
+import sys
 from typing import Any
 
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.sdk.trace.sampling import Decision, Sampler, SamplingResult
 
-from otel_tooleval import ToolEvalSpanProcessor
+from otel_tooleval import ToolEvalSpanProcessor, _compat
 from otel_tooleval.config import config_from_mapping
 
 NO_GRADERS = config_from_mapping({}, allow_no_graders=True)
@@ -65,3 +70,114 @@ def test_on_ending_without_a_downstream_one_is_a_no_op_of_c() -> None:
     processor._on_ending(span)   # type: ignore[arg-type]   # accepted, nothing happens
     assert not hasattr(processor._on_ending, "__code__")   # no Python frame per span
     processor.shutdown()
+
+
+class QuietSampler(Sampler):
+    """Records every span, samples those whose name does not start with ``quiet``."""
+
+    def should_sample(self, parent_context: Any, trace_id: int, name: str, kind: Any = None,
+                      attributes: Any = None, links: Any = None,
+                      trace_state: Any = None) -> SamplingResult:
+        quiet = name.startswith("quiet")
+        return SamplingResult(Decision.RECORD_ONLY if quiet else Decision.RECORD_AND_SAMPLE,
+                              attributes)
+
+    def get_description(self) -> str:
+        return "quiet"
+
+
+def _traffic(provider: TracerProvider) -> None:
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("GET /items", attributes={"http.route": "/items"}):
+        with tracer.start_as_current_span("SELECT items", attributes={"db.system.name": "pg"}):
+            pass
+        with tracer.start_as_current_span("quiet cache get"):
+            pass
+    with tracer.start_as_current_span("quiet GET /ping"):
+        pass
+    with tracer.start_as_current_span("POST /chat"), tracer.start_as_current_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for name in ("execute_tool lookup", "quiet execute_tool fetch"):
+            with tracer.start_as_current_span(
+                    name, attributes={"gen_ai.operation.name": "execute_tool",
+                                      "gen_ai.tool.name": name.split()[-1]}):
+                pass
+
+
+def test_a_batch_span_processor_downstream_exports_what_it_exports_bare() -> None:
+    """Its on_end is run inline by the hooks (_compat.batch_emit): sampled spans are queued, a
+    recorded span that is not sampled is not, as the SDK's own on_end decides, and the
+    application thread never calls BatchSpanProcessor.on_end."""
+    bare_exporter, exporter = InMemorySpanExporter(), InMemorySpanExporter()
+    bare = TracerProvider(sampler=QuietSampler())
+    bare.add_span_processor(BatchSpanProcessor(bare_exporter))
+    processor = ToolEvalSpanProcessor(NO_GRADERS, BatchSpanProcessor(exporter))
+    provider = TracerProvider(sampler=QuietSampler())
+    provider.add_span_processor(processor)
+    on_end_code = BatchSpanProcessor.on_end.__code__
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:   # this thread only
+        if event == "call" and frame.f_code is on_end_code:
+            calls.append(frame.f_locals["span"].name)
+
+    _traffic(bare)
+    assert len(calls) == 0
+    sys.setprofile(profile)
+    try:
+        _traffic(bare)
+        bare_calls = len(calls)
+        calls.clear()
+        _traffic(provider)
+    finally:
+        sys.setprofile(None)
+    assert bare_calls == 8 and calls == []
+    assert processor.force_flush(10_000)
+    bare.shutdown()
+    provider.shutdown()
+    exported = sorted(span.name for span in exporter.get_finished_spans())
+    assert exported == ["GET /items", "POST /chat", "SELECT items", "execute_tool lookup",
+                        "invoke_agent a"]
+    assert sorted(2 * exported) == sorted(span.name for span in bare_exporter.get_finished_spans())
+
+
+def test_batch_emit_is_only_for_the_sdks_own_batch_span_processor(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    exporter = InMemorySpanExporter()
+    batch = BatchSpanProcessor(exporter)
+    assert _compat.batch_emit(batch) == batch._batch_processor.emit
+
+    class Counting(BatchSpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            super().on_end(span)
+
+    patched = BatchSpanProcessor(exporter)
+    patched.on_end = lambda span: None   # type: ignore[method-assign]
+    others = [Counting(exporter), patched, SimpleSpanProcessor(exporter), SpanProcessor(), None]
+    assert [_compat.batch_emit(one) for one in others] == [None] * len(others)
+    # An SDK whose on_end reads anything else: its on_end is called.
+    monkeypatch.setattr(_compat, "_BATCH_ON_END_NAMES", ("context", "emit"))
+    assert _compat.batch_emit(batch) is None
+    for one in (batch, patched, *others[:1]):
+        one.shutdown()
+
+
+def test_a_batch_span_processor_subclass_gets_every_span_through_its_on_end() -> None:
+    seen: list[str] = []
+
+    class Counting(BatchSpanProcessor):
+        def on_end(self, span: ReadableSpan) -> None:
+            seen.append(span.name)
+            super().on_end(span)
+
+    exporter = InMemorySpanExporter()
+    processor = ToolEvalSpanProcessor(NO_GRADERS, Counting(exporter))
+    provider = TracerProvider(sampler=QuietSampler())
+    provider.add_span_processor(processor)
+    _traffic(provider)
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    assert sorted(seen) == sorted([
+        "GET /items", "SELECT items", "quiet cache get", "quiet GET /ping", "POST /chat",
+        "invoke_agent a", "execute_tool lookup", "quiet execute_tool fetch"])
+    assert len(exporter.get_finished_spans()) == 5
