@@ -99,9 +99,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     forward_start, on_ending = _forwarders(downstream, report)
     # Bound once (a bound method made per span otherwise); hooks rebuilt when it is set.
     forward_end = _end_forwarder(downstream)
-    # The SDK's BatchSpanProcessor (the usual downstream): its on_end inline, as the sampled
-    # test and its queue's emit (_compat.batch_emit); None: forward_end is called.
+    # What a span the hooks forward goes to: with the SDK's BatchSpanProcessor (the usual
+    # downstream), its on_end inline: the sampled test (``ctx[3] & 1``), then its queue's emit
+    # (_compat.batch_emit); else the downstream's on_end, for every span (``every``).
     emit = batch_emit(downstream)
+    forward, every = (forward_end, 1) if emit is None else (emit, 0)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
@@ -132,24 +134,17 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
 
 
     def plain_end(span: Any, tid: int, parent: Any) -> Any:
-        """A span of a plain trace that is a local root or of some kind, as it ends: forwarded,
-        or queued (a root: ``hand_over_plain``), while the trace stays plain (``_DONE``); else
-        the trace's first agent, model or tool span, or a run's local root: the trace's new
-        state (``promote``; None when it is not tracked)."""
-        attrs = span._attributes._dict
-        if unmarked(attrs) and not span._name.startswith(agent_prefixes) and (
-                parent is not None and not parent[2] or not root_auto or (
-                    frame_keys_absent(attrs) and (
-                        (scope := span._instrumentation_scope) is None
-                        or not scope._name.startswith(framework_scopes)))
-                ) or _plain(span, True):
+        """A span of a plain trace that on_end did not find plain at a glance (marked by a kind
+        key or its name, or a local root that may be a run: a framework span), as it ends:
+        forwarded, or queued (a root: ``hand_over_plain``), while the trace stays plain
+        (``_DONE``); else the trace's first agent, model or tool span, or a run's local root:
+        the trace's new state (``promote``; None when it is not tracked)."""
+        if _plain(span, True):
             if (parent is None or parent[2]) and hand_over_plain(span):
                 return _DONE   # no run: forwarded in order by the grading thread
             try:
-                if emit is None:
-                    forward_end(span)
-                elif span._context[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
-                    emit(span)
+                if (span._context[3] | every) & 1:   # sampled, or not ours to decide
+                    forward(span)
             except Exception:
                 report("downstream.on_end")
             return _DONE
@@ -215,16 +210,27 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 state = traces_get(tid)
             else:   # a span of a plain trace
                 parent = span._parent
-                if parent is not None and not parent[2] and unmarked(span._attributes._dict) \
-                        and not span._name.startswith(agent_prefixes):
-                    try:   # the usual one: of no kind, not a local root
-                        if emit is None:
-                            forward_end(span)
-                        elif ctx[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
-                            emit(span)
-                    except Exception:
-                        report("downstream.on_end")
-                    return
+                if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
+                    if parent is not None and not parent[2]:
+                        try:   # the usual one: of no kind, not a local root
+                            if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                forward(span)
+                        except Exception:
+                            report("downstream.on_end")
+                        return
+                    if not root_auto or frame_keys_absent(span._attributes._dict) and (
+                            (scope := span._instrumentation_scope) is None
+                            or not scope._name.startswith(framework_scopes)):
+                        # A local root that is no run: forwarded, or queued behind what the
+                        # grading thread holds (forwarded in order there).
+                        if hand_over_plain(span):
+                            return
+                        try:
+                            if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                forward(span)
+                        except Exception:
+                            report("downstream.on_end")
+                        return
                 state = plain_end(span, tid, parent)
                 if state is _DONE:
                     return
@@ -323,10 +329,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         except Exception:
             report("on_end")
         try:
-            if emit is None or out is not span:
+            if out is not span:   # the guard's marked copy
                 forward_end(out)
-            elif ctx[3] & 1:   # sampled (BatchSpanProcessor.on_end, inline)
-                emit(span)
+            elif (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                forward(span)
         except Exception:
             report("downstream.on_end")
 
