@@ -88,7 +88,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # ``conventions:`` mapping), every trace is tracked from its first span.
     plain = buffers.plain and (guard is None or guard.by_keys)
     live = buffers._live
-    live_pop = live.pop
+    # The trace ids whose spans on_start tracks: those with state, or, without the plain path,
+    # every id (a range: a C-level test, no separate ``plain`` test per span).
+    tracked = traces if plain else range(1 << 128)
     promote, adopt_started = buffers._promote, buffers._adopt_started
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
@@ -154,7 +156,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         try:
             ctx = span._context   # ctx[0], ctx[1]: trace id, span id
             tid = ctx[0]
-            if tid not in traces and plain:   # a plain trace so far: one dict store
+            if tid not in tracked:   # a plain trace so far: one dict store
                 # Marked by its attributes as it starts (or a call the guard checks now):
                 # tracked from now on (a span marked by its name only, or later, is promoted
                 # as it ends: TraceBuffers._promote).
@@ -204,36 +206,39 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         try:
             ctx = span._context
             tid = ctx[0]
-            # A span of a trace with state, or not stored as plain (adopted by a promotion
-            # meanwhile, or never seen): tracked, or untracked (without ``plain``, none is).
-            if tid in traces or live_pop(ctx[1], None) is None:
+            if tid in traces:
                 state = traces_get(tid)
-            else:   # a span of a plain trace
-                parent = span._parent
-                if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
-                    if parent is not None and not parent[2]:
-                        try:   # the usual one: of no kind, not a local root
-                            if (ctx[3] | every) & 1:   # sampled, or not ours to decide
-                                forward(span)
-                        except Exception:
-                            report("downstream.on_end")
-                        return
-                    if not root_auto or frame_keys_absent(span._attributes._dict) and (
-                            (scope := span._instrumentation_scope) is None
-                            or not scope._name.startswith(framework_scopes)):
-                        # A local root that is no run: forwarded, or queued behind what the
-                        # grading thread holds (forwarded in order there).
-                        if hand_over_plain(span):
+            else:
+                try:
+                    del live[ctx[1]]
+                except KeyError:   # never stored as plain (without ``plain``, none is), or
+                    state = traces_get(tid)   # adopted by a promotion meanwhile: as tracked
+                else:   # a span of a plain trace
+                    parent = span._parent
+                    if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
+                        if parent is not None and not parent[2]:
+                            try:   # the usual one: of no kind, not a local root
+                                if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                    forward(span)
+                            except Exception:
+                                report("downstream.on_end")
                             return
-                        try:
-                            if (ctx[3] | every) & 1:   # sampled, or not ours to decide
-                                forward(span)
-                        except Exception:
-                            report("downstream.on_end")
+                        if not root_auto or frame_keys_absent(span._attributes._dict) and (
+                                (scope := span._instrumentation_scope) is None
+                                or not scope._name.startswith(framework_scopes)):
+                            # A local root that is no run: forwarded, or queued behind what the
+                            # grading thread holds (forwarded in order there).
+                            if hand_over_plain(span):
+                                return
+                            try:
+                                if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                    forward(span)
+                            except Exception:
+                                report("downstream.on_end")
+                            return
+                    state = plain_end(span, tid, parent)
+                    if state is _DONE:
                         return
-                state = plain_end(span, tid, parent)
-                if state is _DONE:
-                    return
         except Exception:
             report("on_end")
             try:

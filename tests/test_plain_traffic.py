@@ -317,3 +317,26 @@ def test_with_a_mapping_plain_traffic_stays_untracked_and_mapped_spans_are_read(
         assert [c.name for c in report.run.calls] == ["search", "delete"]
     finally:
         h.close()
+
+
+def test_with_root_local_root_every_trace_is_tracked_from_its_first_span() -> None:
+    """``runs.root: local_root`` (every local root is a run): no plain path, a web request is
+    tracked from its root's start and graded as a run of no calls."""
+    h = Harness({**CONFIG, "runs": {"root": "local_root"}})
+    try:
+        root = h.tracer.start_span("GET /items", attributes=HTTP)
+        buffers = h.processor._buffers
+        assert not buffers.plain and h.processor.stats()["open_traces"] == 1
+        child = _child(h, "SELECT items", root, **{"db.system.name": "postgresql"})
+        assert buffers._live == {}
+        (state,) = buffers._traces.values()
+        assert set(state.open) == {root.get_span_context().span_id,
+                                   child.get_span_context().span_id}
+        child.end()
+        root.end()
+        assert h.flush()
+        (report,) = h.reports
+        assert report.run.root_name == "GET /items" and report.run.calls == () and report.passed
+        assert sorted(s.name for s in h.finished()) == ["GET /items", "SELECT items"]
+    finally:
+        h.close()
