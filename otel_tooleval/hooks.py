@@ -16,7 +16,9 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
 - The downstream's ``on_start``, ``_on_ending`` and ``on_end`` are looked up when the hooks are
   built (a bound method made per span otherwise), the first two not called at all when they
   are the SDK's no-ops, and ``_on_ending`` then a C function (no Python frame per span); a
-  downstream without ``on_end`` fails at each span, contained and reported, as before.
+  downstream without ``on_end`` fails at each span, contained and reported, as before. The
+  SDK's ``BatchSpanProcessor.on_end`` is run inline: its sampled test, then its queue's
+  ``emit`` (``_compat.batch_emit``: four Python frames fewer per span).
 - In the agent loop the hooks cost what the bytecodes they execute cost, at the SDK's price per
   bytecode (docs/performance-log.md, "Why the hooks cost 4x ..."): what they read and test is
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
