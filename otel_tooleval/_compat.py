@@ -101,7 +101,7 @@ def batch_emit(processor: Any) -> Callable[[Any], None] | None:
     ``span.context.trace_flags.sampled`` reads) and call it, four Python frames fewer per span
     (docs/performance-log.md). None for any other processor, a subclass, an ``on_end`` set on
     the instance, or an SDK whose ``on_end`` reads other names: its ``on_end`` is called."""
-    if type(processor) is not BatchSpanProcessor or "on_end" in vars(processor):
+    if type(processor) is not BatchSpanProcessor or "on_end" in getattr(processor, "__dict__", ()):
         return None
     if getattr(BatchSpanProcessor.on_end, "__code__", None) is None or \
             BatchSpanProcessor.on_end.__code__.co_names != _BATCH_ON_END_NAMES:
