@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import nullcontext
 from operator import attrgetter, itemgetter
-from types import MappingProxyType
+from types import FunctionType, MappingProxyType
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -100,11 +100,14 @@ def batch_emit(processor: Any) -> Callable[[Any], None] | None:
     knows: the span hooks then test the sampled flag (``span._context[3] & 1``, what
     ``span.context.trace_flags.sampled`` reads) and call it, four Python frames fewer per span
     (docs/performance-log.md). None for any other processor, a subclass, an ``on_end`` set on
-    the instance, or an SDK whose ``on_end`` reads other names: its ``on_end`` is called."""
+    the instance, a wrapped ``on_end`` (an instrumentation's), or an SDK whose ``on_end`` reads
+    other names: its ``on_end`` is called. Bound when the hooks are built, as ``on_end`` is."""
     if type(processor) is not BatchSpanProcessor or "on_end" in getattr(processor, "__dict__", ()):
         return None
-    if getattr(BatchSpanProcessor.on_end, "__code__", None) is None or \
-            BatchSpanProcessor.on_end.__code__.co_names != _BATCH_ON_END_NAMES:
+    on_end = vars(BatchSpanProcessor).get("on_end")
+    # A plain function (a wrapper such as wrapt's passes __code__ through, not its type) whose
+    # code reads what the SDK's reads.
+    if type(on_end) is not FunctionType or on_end.__code__.co_names != _BATCH_ON_END_NAMES:
         return None
     emit = getattr(getattr(processor, "_batch_processor", None), "emit", None)
     return emit if callable(emit) else None

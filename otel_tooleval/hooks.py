@@ -90,9 +90,6 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # ``conventions:`` mapping), every trace is tracked from its first span.
     plain = buffers.plain and (guard is None or guard.by_keys)
     live = buffers._live
-    # The trace ids whose spans on_start tracks: those with state, or, without the plain path,
-    # every id (a range: a C-level test, no separate ``plain`` test per span).
-    tracked = traces if plain else range(1 << 128)
     promote, adopt_started = buffers._promote, buffers._adopt_started
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)
@@ -105,9 +102,10 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     forward_end = _end_forwarder(downstream)
     # What a span the hooks forward goes to: with the SDK's BatchSpanProcessor (the usual
     # downstream), its on_end inline: the sampled test (``ctx[3] & 1``), then its queue's emit
-    # (_compat.batch_emit); else the downstream's on_end, for every span (``every``).
+    # (_compat.batch_emit); else the downstream's on_end, for every span (``every``, before the
+    # flags are read).
     emit = batch_emit(downstream)
-    forward, every = (forward_end, 1) if emit is None else (emit, 0)
+    forward, every = (forward_end, True) if emit is None else (emit, False)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
@@ -147,7 +145,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             if (parent is None or parent[2]) and hand_over_plain(span):
                 return _DONE   # no run: forwarded in order by the grading thread
             try:
-                if (span._context[3] | every) & 1:   # sampled, or not ours to decide
+                if every or span._context[3] & 1:   # not ours to decide, or sampled
                     forward(span)
             except Exception:
                 report("downstream.on_end")
@@ -158,7 +156,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         try:
             ctx = span._context   # ctx[0], ctx[1]: trace id, span id
             tid = ctx[0]
-            if tid not in tracked:   # a plain trace so far: one dict store
+            if tid not in traces and plain:   # a plain trace so far: one dict store
                 # Marked by its attributes as it starts (or a call the guard checks now):
                 # tracked from now on (a span marked by its name only, or later, is promoted
                 # as it ends: TraceBuffers._promote).
@@ -220,7 +218,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
                         if parent is not None and not parent[2]:
                             try:   # the usual one: of no kind, not a local root
-                                if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                if every or ctx[3] & 1:   # not ours to decide, or sampled
                                     forward(span)
                             except Exception:
                                 report("downstream.on_end")
@@ -233,7 +231,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                             if hand_over_plain(span):
                                 return
                             try:
-                                if (ctx[3] | every) & 1:   # sampled, or not ours to decide
+                                if every or ctx[3] & 1:   # not ours to decide, or sampled
                                     forward(span)
                             except Exception:
                                 report("downstream.on_end")
@@ -338,7 +336,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         try:
             if out is not span:   # the guard's marked copy
                 forward_end(out)
-            elif (ctx[3] | every) & 1:   # sampled, or not ours to decide
+            elif every or ctx[3] & 1:   # not ours to decide, or sampled
                 forward(span)
         except Exception:
             report("downstream.on_end")

@@ -93,6 +93,10 @@ def _traffic(provider: TracerProvider) -> None:
             pass
         with tracer.start_as_current_span("quiet cache get"):
             pass
+        for name in ("embed", "quiet embed"):   # a kind key of no kind: plain_end's way
+            with tracer.start_as_current_span(
+                    name, attributes={"gen_ai.operation.name": "embeddings"}):
+                pass
     with tracer.start_as_current_span("quiet GET /ping"):
         pass
     with tracer.start_as_current_span("POST /chat"), tracer.start_as_current_span(
@@ -104,14 +108,20 @@ def _traffic(provider: TracerProvider) -> None:
                 pass
 
 
-def test_a_batch_span_processor_downstream_exports_what_it_exports_bare() -> None:
+# Named agents: every plain span goes the rare way (``plain_end``), as with a mapping.
+NAMED = config_from_mapping({"runs": {"agent_span_names": ["^invoke_agent"]}},
+                            allow_no_graders=True)
+
+
+@pytest.mark.parametrize("config", [NO_GRADERS, NAMED], ids=["plain", "named-agents"])
+def test_a_batch_span_processor_downstream_exports_what_it_exports_bare(config: Any) -> None:
     """Its on_end is run inline by the hooks (_compat.batch_emit): sampled spans are queued, a
     recorded span that is not sampled is not, as the SDK's own on_end decides, and the
     application thread never calls BatchSpanProcessor.on_end."""
     bare_exporter, exporter = InMemorySpanExporter(), InMemorySpanExporter()
     bare = TracerProvider(sampler=QuietSampler())
     bare.add_span_processor(BatchSpanProcessor(bare_exporter))
-    processor = ToolEvalSpanProcessor(NO_GRADERS, BatchSpanProcessor(exporter))
+    processor = ToolEvalSpanProcessor(config, BatchSpanProcessor(exporter))
     provider = TracerProvider(sampler=QuietSampler())
     provider.add_span_processor(processor)
     on_end_code = BatchSpanProcessor.on_end.__code__
@@ -131,12 +141,12 @@ def test_a_batch_span_processor_downstream_exports_what_it_exports_bare() -> Non
         _traffic(provider)
     finally:
         sys.setprofile(None)
-    assert bare_calls == 8 and calls == []
+    assert bare_calls == 10 and calls == []
     assert processor.force_flush(10_000)
     bare.shutdown()
     provider.shutdown()
     exported = sorted(span.name for span in exporter.get_finished_spans())
-    assert exported == ["GET /items", "POST /chat", "SELECT items", "execute_tool lookup",
+    assert exported == ["GET /items", "POST /chat", "SELECT items", "embed", "execute_tool lookup",
                         "invoke_agent a"]
     assert sorted(2 * exported) == sorted(span.name for span in bare_exporter.get_finished_spans())
 
@@ -155,6 +165,20 @@ def test_batch_emit_is_only_for_the_sdks_own_batch_span_processor(
     patched.on_end = lambda span: None   # type: ignore[method-assign]
     others = [Counting(exporter), patched, SimpleSpanProcessor(exporter), SpanProcessor(), None]
     assert [_compat.batch_emit(one) for one in others] == [None] * len(others)
+    # A wrapper on the class's on_end that passes its __code__ through (as wrapt's does): the
+    # wrapper is called.
+    sdk_on_end = BatchSpanProcessor.on_end
+
+    class Wrapped:
+        __code__ = sdk_on_end.__code__
+
+        def __get__(self, instance: Any, owner: Any = None) -> Any:
+            return sdk_on_end.__get__(instance, owner)
+
+    monkeypatch.setattr(BatchSpanProcessor, "on_end", Wrapped())
+    assert _compat.batch_emit(batch) is None
+    monkeypatch.setattr(BatchSpanProcessor, "on_end", sdk_on_end)
+    assert _compat.batch_emit(batch) == batch._batch_processor.emit
     # An SDK whose on_end reads anything else: its on_end is called.
     monkeypatch.setattr(_compat, "_BATCH_ON_END_NAMES", ("context", "emit"))
     assert _compat.batch_emit(batch) is None
@@ -178,6 +202,30 @@ def test_a_batch_span_processor_subclass_gets_every_span_through_its_on_end() ->
     assert processor.force_flush(10_000)
     provider.shutdown()
     assert sorted(seen) == sorted([
-        "GET /items", "SELECT items", "quiet cache get", "quiet GET /ping", "POST /chat",
-        "invoke_agent a", "execute_tool lookup", "quiet execute_tool fetch"])
-    assert len(exporter.get_finished_spans()) == 5
+        "GET /items", "SELECT items", "quiet cache get", "embed", "quiet embed", "quiet GET /ping",
+        "POST /chat", "invoke_agent a", "execute_tool lookup", "quiet execute_tool fetch"])
+    assert len(exporter.get_finished_spans()) == 6
+
+
+def test_an_unsampled_tool_span_the_guard_marks_is_not_exported_by_the_batch_processor() -> None:
+    """Without violation marks a tool span that breaks a guard rule, known as a call only after
+    its start, is forwarded as a marked copy through the downstream's own on_end: a sampled one
+    is exported with its mark, an unsampled one is not."""
+    config = config_from_mapping({"guard": {"disallowed": ["^delete$"]},
+                                  "emit": {"violation_marks": False}}, allow_no_graders=True)
+    exporter = InMemorySpanExporter()
+    processor = ToolEvalSpanProcessor(config, BatchSpanProcessor(exporter))
+    provider = TracerProvider(sampler=QuietSampler())
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span(
+            "invoke_agent a", attributes={"gen_ai.operation.name": "invoke_agent"}):
+        for name in ("execute_tool delete", "quiet execute_tool delete"):
+            with tracer.start_as_current_span(
+                    name, attributes={"gen_ai.operation.name": "execute_tool"}) as span:
+                span.set_attribute("gen_ai.tool.name", "delete")   # checked as it ends
+    assert processor.force_flush(10_000)
+    provider.shutdown()
+    marked = {span.name: (span.attributes or {}).get("tooleval.guard.violation")
+              for span in exporter.get_finished_spans()}
+    assert marked == {"execute_tool delete": True, "invoke_agent a": None}

@@ -340,3 +340,19 @@ def test_with_root_local_root_every_trace_is_tracked_from_its_first_span() -> No
         assert sorted(s.name for s in h.finished()) == ["GET /items", "SELECT items"]
     finally:
         h.close()
+
+
+def test_a_plain_local_root_of_a_framework_scope_is_a_run() -> None:
+    """A local root with no kind that a framework's scope marks (``FRAMEWORK_SCOPES``) may be a
+    run (``root: auto``): it is decided as one, not forwarded as plain traffic."""
+    h = Harness(CONFIG)
+    try:
+        with h.provider.get_tracer("strands.telemetry").start_as_current_span("Agent loop"):
+            pass
+        with h.tracer.start_as_current_span("GET /items", attributes=HTTP):
+            pass
+        assert h.flush()
+        assert [(r.run.root_name, r.passed) for r in h.reports] == [("Agent loop", True)]
+        assert sorted(s.name for s in h.finished()) == ["Agent loop", "GET /items"]
+    finally:
+        h.close()
