@@ -316,7 +316,21 @@ class TraceBuffers:
         if state is not None:
             for one in ours:
                 self._adopt(state, one)
+            for one in ours[1:]:
+                if one._end_time is not None:   # ended meanwhile (another thread: the SDK sets
+                    self._ended_while_adopted(state, one)   # it before on_end runs)
         return state
+
+    def _ended_while_adopted(self, state: TraceState, span: Any) -> None:
+        """A span taken from ``_live`` by a promotion that another thread ended before the
+        trace's state held it: its ``on_end`` found it neither plain nor open (untracked, and
+        forwarded), or will find it not open once it is taken out here. Left in ``open``, it
+        would never end there, and a second local root would keep the trace from closing."""
+        if state.open.pop(span._context[1], None) is None:
+            return   # its on_end took it first: tracked as it ended
+        parent = span._parent
+        if parent is None or parent[2]:
+            state.open_roots -= 1
 
     def _adopt(self, state: TraceState, span: Any) -> None:
         """Track an open span of a trace that was plain when it started (``_start_root``'s

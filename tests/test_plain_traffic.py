@@ -181,6 +181,39 @@ def test_a_span_starting_while_its_trace_is_promoted_is_adopted() -> None:
         h.close()
 
 
+def test_a_span_ending_while_its_trace_is_promoted_is_not_left_open() -> None:
+    """The race of two threads the other way: a plain span that another thread ends while a
+    promotion has taken it from ``_live`` but not yet given the trace its state is not left in
+    ``open`` (``TraceBuffers._ended_while_adopted``): here a second local root of the trace,
+    which would keep the trace from closing until its TTL."""
+    h = Harness(CONFIG)
+    try:
+        remote = trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
+            0x1234, 0x99, is_remote=True, trace_flags=trace.TraceFlags(1))))
+        first = h.tracer.start_span("POST /chat", context=remote, attributes=HTTP)
+        second = h.tracer.start_span("POST /chat", context=remote, attributes=HTTP)
+        buffers = h.processor._buffers
+        new_trace = buffers._new_trace
+
+        def racing(trace_id: int, local_root: bool) -> Any:
+            second.end()   # another thread, inside the promotion's window
+            return new_trace(trace_id, local_root)
+
+        buffers._new_trace = racing   # type: ignore[method-assign]
+        agent = _child(h, "invoke_agent a", first, **AGENT)   # marked: promotes at its start
+        buffers._new_trace = new_trace   # type: ignore[method-assign]
+        (state,) = buffers._traces.values()
+        assert second.get_span_context().span_id not in state.open and state.open_roots == 1
+        _child(h, "execute_tool search", agent, **{"gen_ai.tool.name": "search"}).end()
+        agent.end()
+        first.end()
+        assert h.flush()
+        assert h.processor.stats()["open_traces"] == 0
+        assert [[c.name for c in r.run.calls] for r in h.reports] == [["search"]]
+    finally:
+        h.close()
+
+
 def test_with_a_guard_plain_traffic_stays_untracked_and_calls_are_checked_at_their_start(
         ) -> None:
     """A `guard:` section no longer tracks every trace from its first span: a web request
