@@ -72,6 +72,18 @@ def test_on_ending_without_a_downstream_one_is_a_no_op_of_c() -> None:
     processor.shutdown()
 
 
+class RecordingBatch(BatchSpanProcessor):
+    """A subclass of the SDK's batch processor that records the names its on_end sees."""
+
+    def __init__(self, exporter: InMemorySpanExporter) -> None:
+        super().__init__(exporter)
+        self.seen: list[str] = []
+
+    def on_end(self, span: ReadableSpan) -> None:
+        self.seen.append(span.name)
+        super().on_end(span)
+
+
 class QuietSampler(Sampler):
     """Records every span, samples those whose name does not start with ``quiet``."""
 
@@ -157,13 +169,9 @@ def test_batch_emit_is_only_for_the_sdks_own_batch_span_processor(
     batch = BatchSpanProcessor(exporter)
     assert _compat.batch_emit(batch) == batch._batch_processor.emit
 
-    class Counting(BatchSpanProcessor):
-        def on_end(self, span: ReadableSpan) -> None:
-            super().on_end(span)
-
     patched = BatchSpanProcessor(exporter)
     patched.on_end = lambda span: None   # type: ignore[method-assign]
-    others = [Counting(exporter), patched, SimpleSpanProcessor(exporter), SpanProcessor(), None]
+    others = [RecordingBatch(exporter), patched, SimpleSpanProcessor(exporter), SpanProcessor(), None]
     assert [_compat.batch_emit(one) for one in others] == [None] * len(others)
     # A wrapper on the class's on_end that passes its __code__ through (as wrapt's does): the
     # wrapper is called.
@@ -187,21 +195,15 @@ def test_batch_emit_is_only_for_the_sdks_own_batch_span_processor(
 
 
 def test_a_batch_span_processor_subclass_gets_every_span_through_its_on_end() -> None:
-    seen: list[str] = []
-
-    class Counting(BatchSpanProcessor):
-        def on_end(self, span: ReadableSpan) -> None:
-            seen.append(span.name)
-            super().on_end(span)
-
     exporter = InMemorySpanExporter()
-    processor = ToolEvalSpanProcessor(NO_GRADERS, Counting(exporter))
+    downstream = RecordingBatch(exporter)
+    processor = ToolEvalSpanProcessor(NO_GRADERS, downstream)
     provider = TracerProvider(sampler=QuietSampler())
     provider.add_span_processor(processor)
     _traffic(provider)
     assert processor.force_flush(10_000)
     provider.shutdown()
-    assert sorted(seen) == sorted([
+    assert sorted(downstream.seen) == sorted([
         "GET /items", "SELECT items", "quiet cache get", "embed", "quiet embed", "quiet GET /ping",
         "POST /chat", "invoke_agent a", "execute_tool lookup", "quiet execute_tool fetch"])
     assert len(exporter.get_finished_spans()) == 6
