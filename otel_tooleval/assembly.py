@@ -25,11 +25,12 @@ from typing import Any
 
 from ._compat import attributes_of, record_from_span
 from .config import LimitsConfig
-from .conventions import AGENT, TOOL, TOOL_CONVENTIONS, is_framework_span, span_kind
+from .conventions import AGENT, MODEL, TOOL, TOOL_CONVENTIONS, is_framework_span, span_kind
+from .conventions.registry import AGENT_SPAN_PREFIXES
 from .model import SpanRecord
 from .trajectory import AGENT_NAME_KEYS, RunPolicy
 
-__all__ = ["EndedRoot", "RunJob", "TraceBuffers", "TraceState"]
+__all__ = ["SETTLE_EVERY", "EndedRoot", "RunJob", "TraceBuffers", "TraceState"]
 
 # Attributes counted against limits.max_run_bytes: a tool call's arguments and result under
 # every convention, and a model call's messages.
@@ -39,6 +40,9 @@ _MODEL_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value",
 # Graded runs a trace remembers, newest first, so that their late children are known late; the
 # older are forgotten (a trace whose root never ends would otherwise grow with every run).
 _RUNS_REMEMBERED = 1024
+#: Deferred spans of one trace (``TraceState.ended``) after which the hooks have them settled
+#: without waiting for a run decision (a power of two: the hooks test ``len & (it - 1)``).
+SETTLE_EVERY = 256
 # Span names whose match against named agents is remembered (``TraceBuffers._named``); past
 # it, names are matched each time (a service whose span names carry ids, say).
 _NAMES_REMEMBERED = 4096
@@ -52,6 +56,7 @@ class TraceState:
         "closed",
         "done",
         "dropped_calls",
+        "ended",
         "graded",
         "guard",
         "had_runs",
@@ -74,6 +79,8 @@ class TraceState:
         self.parents: dict[int, int] = {}      # span id -> local parent id (0: local root)
         self.open: dict[int, Any] = {}         # span id -> live span, until it ends
         self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
+        self.ended: list[Any] = []             # ended spans whose bookkeeping waits for
+                                               # ``TraceBuffers.settle`` (deferred hooks)
         self.models: list[Any] = []            # ended model-call spans
         self.touched = time.time_ns()          # last tool/model/agent span end, ns (TTL)
         self.done: dict[int, None] = {}        # run roots whose calls were taken for grading
@@ -118,12 +125,15 @@ class TraceBuffers:
     def __init__(self, policy: RunPolicy, limits: LimitsConfig,
                  on_drop: Callable[[str, int], None] | None = None,
                  clock: Callable[[], float] = time.monotonic, hold_tools: bool = False,
-                 on_retire: Callable[[TraceState], None] | None = None) -> None:
+                 on_retire: Callable[[TraceState], None] | None = None,
+                 report: Callable[[str], None] | None = None) -> None:
         self.policy = policy
+        self._report = report   # a contained failure, by where (the processor's log)
         self.limits = limits
         self._on_drop = on_drop
         self._clock = clock
         self._lock = threading.Lock()
+        self._settle_lock = threading.Lock()   # one settler at a time (``settle``)
         self._traces: dict[int, TraceState] = {}
         # Plain traffic (``plain``): the open spans of traces that have no state, by span id.
         # A trace gets a state only when one of its spans turns out to be an agent, model or
@@ -226,6 +236,7 @@ class TraceBuffers:
         now = self._clock()
         stale = time.time_ns() - int(self.limits.run_ttl_seconds * 1e9)   # span clocks: ns
         expired: list[TraceState] = []
+        self.settle_all()   # ``touched`` as the traces' ended spans left it
         with self._lock:
             for tid, state in list(self._traces.items()):
                 if state.touched < stale:
@@ -247,6 +258,7 @@ class TraceBuffers:
     def clear(self, reason: str) -> list[TraceState]:
         """Forget every open trace (shutdown), counting each as dropped; the traces forgotten
         (their held tool spans are the caller's to forward, once queued runs are graded)."""
+        self.settle_all()   # late spans counted
         with self._lock:
             states = list(self._traces.values())
             self._traces.clear()
@@ -261,6 +273,7 @@ class TraceBuffers:
     def reset_after_fork(self) -> None:
         """Start empty in a forked child (the hooks hold ``_traces``: rebuild them after)."""
         self._lock = threading.Lock()
+        self._settle_lock = threading.Lock()
         self._traces = {}
         self._tombstones = {}
         self._live = {}
@@ -400,6 +413,74 @@ class TraceBuffers:
         return record_from_span(span)._replace(
             attributes={k: v for k, v in attrs.items() if k not in drop}, events=())
 
+    # -- deferred bookkeeping (the hooks' ``defer`` mode) -------------------------------------
+
+    def settle(self, state: TraceState) -> None:
+        """The bookkeeping of the spans the hooks only appended to ``state.ended``, in the
+        order they ended: what the tracked path of ``on_end`` does inline when it cannot defer
+        it (violation marks, a guard, a ``conventions:`` mapping or named agents). Called
+        before anything reads it: a run decision, a run taken or released, a sweep, a stats
+        read, a shutdown. One settler at a time (the order of the kept spans is the order they
+        ended); the application thread may append meanwhile: its appends land past the first
+        n items, which one ``del`` removes atomically."""
+        ended = state.ended
+        if not ended:
+            return
+        with self._settle_lock:
+            n = len(ended)
+            spans = ended[:n]
+            del ended[:n]
+            for span in spans:
+                try:
+                    self._settle_one(state, span)
+                except Exception:   # a span unlike the SDK's: already forwarded, not kept
+                    if self._report is not None:
+                        self._report("deferred bookkeeping")
+
+    def settle_all(self) -> None:
+        """``settle`` every open trace."""
+        for state in list(self._traces.values()):
+            if state.ended:
+                self.settle(state)
+
+    def _settle_one(self, state: TraceState, span: Any) -> None:
+        """One ended span's bookkeeping (SEMANTICS 1): a tool span kept for its run (late
+        when its run was taken, dropped over the run's call cap), a model call kept, an agent
+        span below a local root kept to name the run's agent; values over the run's byte
+        budget stripped."""
+        attrs = span._attributes._dict
+        kind = span_kind(attrs)
+        parent = span._parent
+        below_local = parent is not None and not parent[2]
+        if not kind or (kind & AGENT and not kind & (TOOL | MODEL)):
+            # An agent span, or one marked by its name only (ADK 1.x's agent_run [name]),
+            # names the run's agent below a local root; its values are not kept for grading.
+            if below_local and (kind or span._name.startswith(AGENT_SPAN_PREFIXES)):
+                state.models.append(span)
+            if kind and span._end_time:
+                state.touched = span._end_time
+            return
+        if span._end_time:
+            state.touched = span._end_time
+        if kind & TOOL:
+            if state.done and self._under(state, span._context[1], state.done):
+                self._late_span()   # its run was already taken for grading
+                return
+            if state.tool_calls >= self._max_calls:
+                state.dropped_calls += 1
+                self._drop("max_calls_per_run")
+                return
+            state.tool_calls += 1
+            kept = state.tools
+        else:
+            kept = state.models
+        size = _value_bytes(attrs)
+        state.bytes += size
+        if state.bytes <= self._max_bytes:
+            kept.append(span)
+        else:   # past the byte budget: its values are not kept
+            kept.append(self._stripped(state, span, attrs, size, kind))
+
     # -- run decisions (only when an agent span, a local root or a marked span ends) ----------
 
     def _decide(self, state: TraceState, span: Any, sid: int) -> RunJob | None:
@@ -450,6 +531,7 @@ class TraceBuffers:
     def decide(self, state: TraceState, span: Any) -> RunJob | None:
         """Whether an ended local root is a run (grading thread, or a full queue's fallback);
         closes its trace when it was the trace's last open local root."""
+        self.settle(state)   # ``tool_calls``, ``had_runs``
         if state.closed and self._traces.get(state.trace_id) is state:
             self._close(state)
         if self.policy.local_root_is_run(attributes_of(span), span.name, _scope(span),
@@ -470,6 +552,8 @@ class TraceBuffers:
         parents = state.parents
         snapshot = list(parents.items())        # one C-level copy; the app may be inserting
         open_ids = set(state.open.copy())
+        # Ended but not settled yet (``settle``): kept too, so that it is still known late.
+        open_ids.update(_sid(span) for span in state.ended[:])
         below = _descends_from(dict(snapshot), root_id)
         for sid, _ in snapshot:
             if sid != root_id and below(sid):
@@ -496,6 +580,7 @@ class TraceBuffers:
         (counted, passed through) and every other one is in the snapshot.
         """
         state = job.trace
+        self.settle(state)   # what ended before the run is taken: the run's, or late
         root_id = job.root.context.span_id
         if job.outermost:
             state.done[root_id] = None
@@ -532,6 +617,7 @@ class TraceBuffers:
         state = job.trace
         root_id = job.root.context.span_id
         gone.add(root_id)   # an agent root is kept with the agent spans (hooks.py)
+        self.settle(state)   # while the parent map still tells which ended late
         self._forget_subtree(state, root_id)
         with self._lock:
             for items in (state.tools, state.models):

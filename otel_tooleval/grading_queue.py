@@ -20,6 +20,8 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
+from .assembly import TraceBuffers, TraceState
+
 __all__ = ["GradingQueue"]
 
 _SWEEP_SECONDS = 1.0
@@ -43,8 +45,12 @@ class GradingQueue:
     _current: Any
     _offload: Any
     _worker: threading.Thread | None
+    _buffers: TraceBuffers
 
     def _wake_worker(self) -> None:   # ToolEvalSpanProcessor's
+        raise NotImplementedError
+
+    def _report(self, where: str) -> None:   # ToolEvalSpanProcessor's
         raise NotImplementedError
 
     def _hand_over_plain(self, root: ReadableSpan) -> bool:
@@ -61,6 +67,20 @@ class GradingQueue:
                 self._wake_worker()
             return True
         return False
+
+    def _settle_soon(self, state: TraceState) -> None:
+        """Queue a trace whose deferred spans reached ``SETTLE_EVERY`` for the grading thread
+        to settle (``TraceBuffers.settle``); with the queue full, settled here."""
+        queue_ = self._queue
+        if len(queue_) >= self._queue_limit:
+            self._buffers.settle(state)
+            return
+        queue_.append(state)
+        if self._sleeping or self._worker is None:
+            try:
+                self._wake_worker()
+            except RuntimeError:   # no new thread: it stays queued, for the next wake-up or
+                self._report("grading thread start")   # shutdown (which settles every trace)
 
     def _next(self) -> Any:
         """The next queued item, or None after a wait with nothing queued."""

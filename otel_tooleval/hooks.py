@@ -38,9 +38,15 @@ from typing import Any, NamedTuple, Protocol
 from opentelemetry.context import Context
 
 from ._compat import batch_emit, start_and_ending_hooks
-from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
+from .assembly import SETTLE_EVERY, EndedRoot, RunJob, TraceBuffers, TraceState
 from .conventions import AGENT, MODEL, TOOL, is_framework_span, span_kind
-from .conventions.kinds import KIND_KEYS
+from .conventions.kinds import (
+    AGENT_OPERATIONS,
+    KIND_KEYS,
+    OPERATION_KEY,
+    OTHER_AGENT_KEYS,
+    agent_kind,
+)
 from .conventions.registry import AGENT_SPAN_PREFIXES, FRAME_KEYS, FRAMEWORK_SCOPES
 from .live_guard import GuardEntry, GuardStart, LiveGuard
 
@@ -60,7 +66,8 @@ class SpanHooks(NamedTuple):
 def span_hooks(buffers: TraceBuffers, downstream: Any,
                hand_over: Callable[[RunJob | EndedRoot], bool],
                report: Callable[[str], None], guard: LiveGuard | None = None,
-               hand_over_plain: Callable[[Any], bool] | None = None) -> SpanHooks:
+               hand_over_plain: Callable[[Any], bool] | None = None,
+               settle_soon: Callable[[TraceState], None] | None = None) -> SpanHooks:
     """Hooks that track every span in ``buffers`` and forward it to ``downstream``.
 
     ``hand_over`` takes an ended run root or local root; True when it holds the span (it is
@@ -69,7 +76,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     starts and ends (without one, the hooks do nothing more than a None check).
     ``hand_over_plain`` takes the ended local root of a plain trace (no state: see
     ``TraceBuffers._promote``), True when it holds it (forwarded later, in order with the
-    roots handed over before it), False to forward it now.
+    roots handed over before it), False to forward it now. ``settle_soon`` takes a trace whose
+    deferred spans reached ``SETTLE_EVERY`` (``defer`` below; without it they are settled on
+    the application thread, at once).
     """
     if hand_over_plain is None:
         hand_over_plain = _refuse
@@ -109,6 +118,16 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
     start_extras = guard_start is not None or forward_start is not None
     hold = buffers.hold_tools   # violation marks: tool spans wait for their run's verdict
+    # Deferred bookkeeping: without violation marks, a guard, a mapping or named agents, what
+    # a tracked span leaves when it ends is not needed before its run is taken, so on_end only
+    # appends it to its trace's ``ended`` and decides what is decided now (a local root, a run
+    # root); the grading thread does the rest (``TraceBuffers.settle``).
+    defer = not hold and guard_end is None and not reclassify
+    settle_mask = SETTLE_EVERY - 1
+    operation_key, agent_operations = OPERATION_KEY, AGENT_OPERATIONS
+    other_agent_keys_absent = OTHER_AGENT_KEYS.isdisjoint
+    if settle_soon is None:
+        settle_soon = buffers.settle
 
     def named_kind(span: Any, attrs: Any) -> int:
         """A span's kind under a ``conventions:`` mapping or named agents (as on_end reads it);
@@ -249,14 +268,41 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 report("downstream.on_end")
             return
         out = span   # what is forwarded: the guard may put a marked copy of a tool span here
-        held = None  # with violation marks, the list a tool span waits in for its verdict
         try:
             sid = ctx[1]
             # A closed trace keeps its open spans: still open when the grading thread takes
             # the run, they are its pending calls, as they were when the root ended.
             if state is None or state.closed or state.open.pop(sid, None) is None:
                 buffers._end_untracked(state, ctx[0], span._attributes._dict, span)
+            elif defer:
+                ended = state.ended
+                ended.append(span)   # before a hand-over: settled before it is read
+                if not len(ended) & settle_mask:   # every SETTLE_EVERY: settled soon, so
+                    settle_soon(state)   # that the byte budget bounds a long run as it goes
+                parent = span._parent
+                if parent is None or parent[2]:
+                    state.open_roots -= 1   # a local root, as below
+                    if state.open_roots <= 0:
+                        state.closed = True
+                    if hand_over((state, span)):
+                        return
+                # An agent span (``agent_kind``; a GenAI span whose operation is no agent's,
+                # with no other convention's agent key, the usual one, told inline), or a
+                # framework span to grade as a run.
+                elif ((op := (attrs := span._attributes._dict).get(operation_key)).__class__
+                      is not str or op in agent_operations or not other_agent_keys_absent(attrs)
+                      ) and agent_kind(attrs) or (state.run_roots and sid in state.run_roots):
+                    job = buffers._decide(state, span, sid)
+                    if job is not None and hand_over(job):
+                        return
+                try:
+                    if every or ctx[3] & 1:   # not ours to decide, or sampled
+                        forward(span)
+                except Exception:
+                    report("downstream.on_end")
+                return
             else:
+                held = None  # with violation marks, the list a tool span waits in for its verdict
                 attrs = span._attributes._dict
                 parent = span._parent
                 kind = span_kind(attrs)

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
 
 from ._compat import annotated_copy, copy_with, detach, record_from_span, suppress_instrumentation
 from ._version import __version__
-from .assembly import EndedRoot, RunJob, TraceBuffers
+from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .config import ToolEvalConfig, load_config
 from .emit import LogEvents, VerdictMetrics
 from .grading import grade_run
@@ -99,7 +99,8 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         # whose end raced its trace's end may have been appended after they were emptied.
         self._recheck: deque[list[Any]] = deque()
         self._buffers = TraceBuffers(self.config.policy, self.config.limits, self._count_drop,
-                                     hold_tools=self._hold, on_retire=self._retire)
+                                     hold_tools=self._hold, on_retire=self._retire,
+                                     report=self._report)
         self._guard = self._live_guard(on_violation)
         self._sessions: LiveSessions | None = None
         if self.config.session_graders:
@@ -194,7 +195,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
             hooks = forwarding_hooks(self._downstream, self._report)
         else:
             hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report,
-                               self._guard, self._hand_over_plain)
+                               self._guard, self._hand_over_plain, self._settle_soon)
         self._hooks = hooks
         own = type(self)
         for name, hook in (("on_start", hooks.on_start), ("_on_ending", hooks.on_ending),
@@ -303,6 +304,9 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                     job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
                 job = self._decided_current(job)
+            elif job.__class__ is TraceState:     # deferred spans to settle (hooks.py)
+                self._buffers.settle(job)
+                job = None
             elif isinstance(job, ReadableSpan):    # a plain trace's root: forwarded
                 self._forward(job)
                 job = None
@@ -709,6 +713,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         """Counters for tests and health checks: ``runs`` graded (``runs.failed`` of them did
         not pass), ``dropped.<reason>``, ``late_spans``, ``open_traces``, ``closed_traces``
         (finished traces remembered for late spans: at most ``limits.max_open_runs``)."""
+        self._buffers.settle_all()   # spans whose bookkeeping waits (hooks.py: defer)
         out = dict(self.graded)
         out.update(self._buffers.counts)
         out["open_traces"] = len(self._buffers)

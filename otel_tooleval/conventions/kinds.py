@@ -13,8 +13,9 @@ from ..values import as_text
 from .registry import FRAME_KEYS, FRAMEWORK_SCOPES, MARKERS, TOOL_CONVENTIONS
 from .spec import AGENT, MODEL, TOOL
 
-__all__ = ["AGENT", "KIND_KEYS", "MODEL", "SYNTHESIZED", "TOOL", "is_agent_span", "is_framework_span",
-           "is_model_span", "span_kind", "tool_name_of"]
+__all__ = ["AGENT", "AGENT_OPERATIONS", "KIND_KEYS", "MODEL", "OPERATION_KEY", "OTHER_AGENT_KEYS",
+           "SYNTHESIZED", "TOOL", "agent_kind", "is_agent_span", "is_framework_span", "is_model_span",
+           "span_kind", "tool_name_of"]
 
 
 #: A span marked ``tool.synthesized = true`` carries a tool name but is no call.
@@ -142,6 +143,49 @@ anything there: an OTLP kvlist is a dict, which cannot even be looked up).
 """
 
 span_kind = _compile_span_kind()
+
+
+def _compile_agent_kind() -> Callable[[Mapping[str, Any]], int]:
+    """``agent_kind`` written out as ``span_kind`` is, from the marker values that make an
+    agent span only: the GenAI keys one by one, the others behind one key-set test."""
+    agents: dict[str, set[str]] = {}
+    present: list[str] = []
+    for m in MARKERS:
+        if m.agents:
+            agents.setdefault(m.key, set()).update(m.agents)
+        if m.present & AGENT:
+            present.append(m.key)
+    env: dict[str, Any] = {"_text": _text}
+    first: list[str] = []
+    other: list[str] = []
+    for i, (key, values) in enumerate(agents.items()):
+        env[f"A{i}"] = frozenset(values)
+        (first if key.startswith(FIRST_PREFIX) else other).extend([
+            f"    if {key!r} in attrs:", f"        v = attrs[{key!r}]",
+            "        if v.__class__ is not str:", "            v = _text(v)",
+            f"        if v in A{i}:", f"            return {AGENT}"])
+    other.extend(line for key in present
+                 for line in (f"    if {key!r} in attrs:", f"        return {AGENT}"))
+    env["OTHER"] = frozenset(k for k in (*agents, *present) if not k.startswith(FIRST_PREFIX))
+    lines = ["def agent_kind(attrs):", *first, "    if OTHER.isdisjoint(attrs):",
+             "        return 0", *other, "    return 0"]
+    exec("\n".join(lines), env)   # noqa: S102 - our own tables, made once at import
+    fn: Callable[[Mapping[str, Any]], int] = env["agent_kind"]
+    fn.__doc__ = """``span_kind(attrs) & AGENT``, reading only what makes an agent span (the
+    live hooks' test of every span that ends in a tracked trace, hooks.py: ``defer``)."""
+    fn.__module__ = __name__
+    fn.others = env["OTHER"]  # type: ignore[attr-defined]
+    return fn
+
+
+agent_kind = _compile_agent_kind()
+#: The GenAI key that names a span's operation, and its values that make an agent span: with
+#: ``OTHER_AGENT_KEYS`` (every other key ``agent_kind`` reads) absent, a span whose operation
+#: is a ``str`` outside ``AGENT_OPERATIONS`` is no agent span (the hooks' inline test).
+OPERATION_KEY = "gen_ai.operation.name"
+AGENT_OPERATIONS: frozenset[str] = frozenset(
+    v for m in MARKERS if m.key == OPERATION_KEY for v in m.agents)
+OTHER_AGENT_KEYS: frozenset[str] = agent_kind.others  # type: ignore[attr-defined]
 #: Every attribute key ``span_kind`` reads: a span with none of them is of no kind (0), which
 #: ``KIND_KEYS.isdisjoint(attrs)`` tells in one C call (the live hooks' plain-traffic test).
 KIND_KEYS: frozenset[str] = span_kind.keys  # type: ignore[attr-defined]
