@@ -179,6 +179,20 @@ def test_live_and_grade_agree(folder: Path) -> None:
         [(g.name, g.score, g.passed) for g in r.results] for r in offline]
 
 
+@pytest.mark.parametrize("folder", _ids())
+def test_live_and_grade_agree_with_the_bookkeeping_deferred(folder: Path) -> None:
+    """Without violation marks the live hooks defer a tracked span's bookkeeping to the
+    grading thread (hooks.py, ``defer``; tests/test_deferred_ends.py): the same runs."""
+    config = {**SHARED, "emit": {"violation_marks": False}}
+    offline = graded_offline(folder, config)
+    live = replay_file(folder / "traces.jsonl", config)
+    assert [reading(r) for r in live] == [reading(r) for r in offline]
+    assert [[(g.name, g.score, g.passed) for g in r.results] for r in live] == [
+        [(g.name, g.score, g.passed) for g in r.results] for r in offline]
+    assert [[c.name for c in r.run.calls] for r in live] == [
+        [c.name for c in r.run.calls] for r in offline]
+
+
 @pytest.mark.parametrize("folder", _ids("calls"))
 def test_the_shared_config_passes(folder: Path) -> None:
     expected = _expected(folder)
