@@ -68,6 +68,7 @@ class TraceState:
         "parents",
         "roots_seen",
         "run_roots",
+        "settle_queued",
         "tool_calls",
         "tools",
         "touched",
@@ -81,6 +82,7 @@ class TraceState:
         self.tools: list[Any] = []             # ended tool spans (or SpanRecords past a cap)
         self.ended: list[Any] = []             # ended spans whose bookkeeping waits for
                                                # ``TraceBuffers.settle`` (deferred hooks)
+        self.settle_queued = False             # a settle of it is queued for the grading thread
         self.models: list[Any] = []            # ended model-call spans
         self.touched = time.time_ns()          # last tool/model/agent span end, ns (TTL)
         self.done: dict[int, None] = {}        # run roots whose calls were taken for grading
@@ -201,6 +203,7 @@ class TraceBuffers:
 
     def _evicted(self, state: TraceState, reason: str) -> None:
         state.closed = True
+        self.settle(state)   # its deferred spans still counted (late, over a cap)
         self._drop(reason)
         self._retire(state)
 
@@ -239,7 +242,8 @@ class TraceBuffers:
         self.settle_all()   # ``touched`` as the traces' ended spans left it
         with self._lock:
             for tid, state in list(self._traces.items()):
-                if state.touched < stale:
+                # One with spans ended since the settle above may have been touched: next time
+                if state.touched < stale and not state.ended:
                     expired.append(self._traces.pop(tid))
                     state.closed = True
             for tid, expiry in list(self._tombstones.items()):
@@ -252,6 +256,7 @@ class TraceBuffers:
         for sid, span in list(live.items()):   # plain spans that never ended: forgotten
             if (span.start_time or 0) < stale:
                 live.pop(sid, None)
+        self.settle_all(expired)   # what ended in the meantime, counted
         for state in expired:
             self._retire(state)
 
@@ -264,6 +269,7 @@ class TraceBuffers:
             self._traces.clear()
             self._tombstones.clear()
             self._live.clear()
+        self.settle_all(states)   # and what ended since the settle above
         for state in states:
             if not state.closed:   # a closed one's root is queued: counted where it is handled
                 state.closed = True
@@ -423,25 +429,29 @@ class TraceBuffers:
         read, a shutdown. One settler at a time (the order of the kept spans is the order they
         ended); the application thread may append meanwhile: its appends land past the first
         n items, which one ``del`` removes atomically."""
+        with self._settle_lock:   # taken even when ``ended`` is empty: another settler may
+            self._settle(state)   # have taken its spans and not kept them yet
+
+    def settle_all(self, states: Iterable[TraceState] | None = None) -> None:
+        """``settle`` every open trace (or ``states``), under one taking of the lock."""
+        with self._settle_lock:
+            for state in list(self._traces.values()) if states is None else states:
+                self._settle(state)
+
+    def _settle(self, state: TraceState) -> None:
+        state.settle_queued = False
         ended = state.ended
         if not ended:
             return
-        with self._settle_lock:
-            n = len(ended)
-            spans = ended[:n]
-            del ended[:n]
-            for span in spans:
-                try:
-                    self._settle_one(state, span)
-                except Exception:   # a span unlike the SDK's: already forwarded, not kept
-                    if self._report is not None:
-                        self._report("deferred bookkeeping")
-
-    def settle_all(self) -> None:
-        """``settle`` every open trace."""
-        for state in list(self._traces.values()):
-            if state.ended:
-                self.settle(state)
+        n = len(ended)
+        spans = ended[:n]
+        del ended[:n]
+        for span in spans:
+            try:
+                self._settle_one(state, span)
+            except Exception:   # a span unlike the SDK's: already forwarded, not kept
+                if self._report is not None:
+                    self._report("deferred bookkeeping")
 
     def _settle_one(self, state: TraceState, span: Any) -> None:
         """One ended span's bookkeeping (SEMANTICS 1): a tool span kept for its run (late

@@ -20,7 +20,7 @@ from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
 
-from .assembly import TraceBuffers, TraceState
+from .assembly import SETTLE_EVERY, TraceBuffers, TraceState
 
 __all__ = ["GradingQueue"]
 
@@ -69,12 +69,17 @@ class GradingQueue:
         return False
 
     def _settle_soon(self, state: TraceState) -> None:
-        """Queue a trace whose deferred spans reached ``SETTLE_EVERY`` for the grading thread
-        to settle (``TraceBuffers.settle``); with the queue full, settled here."""
+        """A trace with more than ``SETTLE_EVERY`` deferred spans: queued once for the grading
+        thread to settle (``TraceBuffers.settle``); settled here when the queue is full, or when
+        the grading thread has not got to it by ``2 * SETTLE_EVERY`` (a slow grader ahead of
+        it), so that no trace holds more."""
         queue_ = self._queue
-        if len(queue_) >= self._queue_limit:
+        if len(state.ended) > 2 * SETTLE_EVERY or len(queue_) >= self._queue_limit:
             self._buffers.settle(state)
             return
+        if state.settle_queued:
+            return
+        state.settle_queued = True
         queue_.append(state)
         if self._sleeping or self._worker is None:
             try:

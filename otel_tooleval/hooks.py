@@ -123,7 +123,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # appends it to its trace's ``ended`` and decides what is decided now (a local root, a run
     # root); the grading thread does the rest (``TraceBuffers.settle``).
     defer = not hold and guard_end is None and not reclassify
-    settle_mask = SETTLE_EVERY - 1
+    settle_at = SETTLE_EVERY
     operation_key, agent_operations = OPERATION_KEY, AGENT_OPERATIONS
     other_agent_keys_absent = OTHER_AGENT_KEYS.isdisjoint
     if settle_soon is None:
@@ -277,8 +277,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             elif defer:
                 ended = state.ended
                 ended.append(span)   # before a hand-over: settled before it is read
-                if not len(ended) & settle_mask:   # every SETTLE_EVERY: settled soon, so
-                    settle_soon(state)   # that the byte budget bounds a long run as it goes
+                if len(ended) > settle_at:   # settled soon, so that the byte budget and the
+                    settle_soon(state)       # memory they hold bound a long run as it goes
                 parent = span._parent
                 if parent is None or parent[2]:
                     state.open_roots -= 1   # a local root, as below

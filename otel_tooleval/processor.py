@@ -591,6 +591,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                 # proves nothing.
                 self._submit_marker(_EndSessions(None, "flush"))
             drained = self._drain(deadline)
+            self._buffers.settle_all()   # the deferred spans' drops reach the metrics now
             self._flush_retired()
         except Exception:
             self._report("force_flush")

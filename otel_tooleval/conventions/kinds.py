@@ -164,8 +164,9 @@ def _compile_agent_kind() -> Callable[[Mapping[str, Any]], int]:
             f"    if {key!r} in attrs:", f"        v = attrs[{key!r}]",
             "        if v.__class__ is not str:", "            v = _text(v)",
             f"        if v in A{i}:", f"            return {AGENT}"])
-    other.extend(line for key in present
-                 for line in (f"    if {key!r} in attrs:", f"        return {AGENT}"))
+    for key in present:
+        (first if key.startswith(FIRST_PREFIX) else other).extend([
+            f"    if {key!r} in attrs:", f"        return {AGENT}"])
     env["OTHER"] = frozenset(k for k in (*agents, *present) if not k.startswith(FIRST_PREFIX))
     lines = ["def agent_kind(attrs):", *first, "    if OTHER.isdisjoint(attrs):",
              "        return 0", *other, "    return 0"]
@@ -174,7 +175,7 @@ def _compile_agent_kind() -> Callable[[Mapping[str, Any]], int]:
     fn.__doc__ = """``span_kind(attrs) & AGENT``, reading only what makes an agent span (the
     live hooks' test of every span that ends in a tracked trace, hooks.py: ``defer``)."""
     fn.__module__ = __name__
-    fn.others = env["OTHER"]  # type: ignore[attr-defined]
+    fn.keys = frozenset({*agents, *present})  # type: ignore[attr-defined]
     return fn
 
 
@@ -185,7 +186,7 @@ agent_kind = _compile_agent_kind()
 OPERATION_KEY = "gen_ai.operation.name"
 AGENT_OPERATIONS: frozenset[str] = frozenset(
     v for m in MARKERS if m.key == OPERATION_KEY for v in m.agents)
-OTHER_AGENT_KEYS: frozenset[str] = agent_kind.others  # type: ignore[attr-defined]
+OTHER_AGENT_KEYS: frozenset[str] = agent_kind.keys - {OPERATION_KEY}  # type: ignore[attr-defined]
 #: Every attribute key ``span_kind`` reads: a span with none of them is of no kind (0), which
 #: ``KIND_KEYS.isdisjoint(attrs)`` tells in one C call (the live hooks' plain-traffic test).
 KIND_KEYS: frozenset[str] = span_kind.keys  # type: ignore[attr-defined]

@@ -1,0 +1,198 @@
+"""Deferred bookkeeping under concurrency (tests/test_deferred_ends.py): the deferred path
+leaves what the bookkeeping done at once (``on_end``'s ``else:`` branch) leaves, under every
+interleaving of application threads, the grading thread and readers; each test forces one."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from opentelemetry import trace
+
+from tests.support.harness import AGENT, Harness
+
+CONFIG = {
+    "graders": [
+        {"name": "uses-search", "type": "tool-calls", "config": {"required": ["^search$"]}},
+        {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}},
+    ],
+    # Without violation marks (and with no guard, mapping or named agents) the hooks defer.
+    "emit": {"violation_marks": False},
+}
+
+
+def _tool(h: Harness, name: str, ctx: Any) -> Any:
+    return h.tracer.start_span(f"execute_tool {name}", context=ctx,
+                               attributes={"gen_ai.tool.name": name,
+                                           "gen_ai.tool.call.arguments": "{}",
+                                           "gen_ai.tool.call.result": "ok"})
+
+
+def test_run_taken_while_another_thread_settles_keeps_its_calls() -> None:
+    """``processor.stats()`` on a health-check thread settles; the grading thread that takes a
+    run while that settle has taken the spans from ``ended`` but not kept them yet waits for it
+    (``settle`` takes its lock even when ``ended`` is empty): the calls are in the run and none
+    is late."""
+    h = Harness(CONFIG)
+    try:
+        buffers = h.processor._buffers
+        entered, go = threading.Event(), threading.Event()
+        health: list[int] = []
+        settle_one, members = buffers._settle_one, buffers.members
+
+        def slow_settle_one(state: Any, span: Any) -> None:
+            # The health-check thread is preempted after taking the spans (GIL switch).
+            if threading.get_ident() in health and not entered.is_set():
+                entered.set()
+                go.wait(5)
+            settle_one(state, span)
+
+        def members_after(job: Any) -> Any:
+            entered.wait(5)   # the grading thread reaches the run while the settle is under way
+            try:
+                return members(job)
+            finally:
+                go.set()
+
+        buffers._settle_one = slow_settle_one   # type: ignore[method-assign]
+        buffers.members = members_after          # type: ignore[method-assign]
+
+        request = h.tracer.start_span("GET /chat")   # a plain local root that stays open
+        with h.tracer.start_as_current_span("invoke_agent a", attributes=AGENT,
+                                            context=trace.set_span_in_context(request)):
+            h.tool("search")
+            h.tool("delete")
+
+        def health_check() -> None:
+            health.append(threading.get_ident())
+            h.processor.stats()
+
+        checker = threading.Thread(target=health_check)
+        checker.start()
+        checker.join(10)
+        request.end()
+        assert h.flush()
+        (report,) = h.reports
+        assert [c.name for c in report.run.calls] == ["search", "delete"]
+        assert h.processor.stats().get("late_spans", 0) == 0
+    finally:
+        h.close()
+
+
+def test_late_span_of_an_evicted_trace_is_counted() -> None:
+    """A tool span that ends after its run was taken is late; deferred, it waits in
+    ``state.ended``, and a trace evicted (``max_open_runs``) is settled as it goes: counted."""
+    h = Harness({**CONFIG, "limits": {"max_open_runs": 1}})
+    try:
+        request = h.tracer.start_span("GET /chat")   # the trace's local root stays open
+        agent = h.tracer.start_span("invoke_agent a", attributes=AGENT,
+                                    context=trace.set_span_in_context(request))
+        slow = _tool(h, "search", trace.set_span_in_context(agent))
+        agent.end()
+        assert h.flush()
+        assert len(h.reports) == 1            # graded, with search pending
+        slow.end()                            # late: its run was taken
+        other = h.tracer.start_span("invoke_agent b", attributes=AGENT)   # evicts the first
+        other.end()
+        request.end()
+        assert h.flush()
+        stats = h.processor.stats()
+        assert stats["dropped.max_open_runs"] == 1
+        assert stats.get("late_spans", 0) == 1
+    finally:
+        h.close()
+
+
+def test_late_span_metric_is_recorded_by_force_flush() -> None:
+    """A late span reaches ``tooleval.runs.dropped`` (reason ``late_span``) by the end of a
+    ``force_flush``, which settles every trace, as it does when counted at once."""
+    h = Harness(CONFIG)
+    try:
+        request = h.tracer.start_span("GET /chat")   # the trace's local root stays open
+        agent = h.tracer.start_span("invoke_agent a", attributes=AGENT,
+                                    context=trace.set_span_in_context(request))
+        slow = _tool(h, "delete", trace.set_span_in_context(agent))
+        agent.end()
+        assert h.flush()
+        assert len(h.reports) == 1
+        slow.end()                            # late: its run was taken
+        assert h.flush()
+        dropped = {p.attributes["reason"]: p.value
+                   for p in h.metric_points("tooleval.runs.dropped")}
+        assert dropped == {"late_span": 1}
+        request.end()
+    finally:
+        h.close()
+
+
+def test_deferred_spans_stay_bounded_while_the_grading_thread_is_busy() -> None:
+    """Done at once, a plain span (no kind) of a tracked trace leaves nothing when it ends, and
+    a kept call is stripped past the byte budget as it ends. Deferred, every tracked span waits
+    in ``state.ended``; past ``SETTLE_EVERY`` a settle is queued, and while a slow grader keeps
+    the grading thread from it the application thread settles the trace itself past
+    ``2 * SETTLE_EVERY``: no trace holds more."""
+    from otel_tooleval.assembly import SETTLE_EVERY
+
+    h = Harness(CONFIG)
+    try:
+        buffers = h.processor._buffers
+        grading, release = threading.Event(), threading.Event()
+        members = buffers.members
+
+        def slow_members(job: Any) -> Any:   # a slow grader: the grading thread is busy
+            grading.set()
+            release.wait(10)
+            return members(job)
+
+        buffers.members = slow_members       # type: ignore[method-assign]
+        request = h.tracer.start_span("GET /chat")   # a long-lived local root
+        ctx = trace.set_span_in_context(request)
+        with h.tracer.start_as_current_span("invoke_agent a", attributes=AGENT, context=ctx):
+            h.tool("search")
+        assert grading.wait(5)
+        (state,) = buffers._traces.values()
+        held = 0
+        for i in range(8 * SETTLE_EVERY):      # the application goes on: plain spans (db, http)
+            h.tracer.start_span(f"SELECT {i}", context=ctx).end()
+            held = max(held, len(state.ended))
+        release.set()
+        request.end()
+        assert h.flush()
+        assert SETTLE_EVERY < held <= 2 * SETTLE_EVERY + 1
+    finally:
+        release.set()
+        h.close()
+
+
+def test_settle_every_is_not_skipped_when_two_threads_end_spans_at_once() -> None:
+    """Another application thread that ends a span of the same trace between this thread's
+    append and its ``len`` test (a GIL switch there) makes both read ``SETTLE_EVERY + 1``: the
+    settle is still queued (the hooks test ``>``, not a multiple). Simulated here by ending the
+    other span inside the append."""
+    from otel_tooleval.assembly import SETTLE_EVERY
+
+    h = Harness(CONFIG)
+    try:
+        request = h.tracer.start_span("GET /chat")   # a long-lived local root
+        ctx = trace.set_span_in_context(request)
+        with h.tracer.start_as_current_span("invoke_agent a", attributes=AGENT, context=ctx):
+            h.tool("search")
+        assert h.flush()                              # graded; ``ended`` settled
+        (state,) = h.processor._buffers._traces.values()
+        assert not state.ended
+        other = h.tracer.start_span("SELECT other", context=ctx)   # another thread's span
+
+        class Interleaved(list):  # type: ignore[type-arg]
+            def append(self, span: Any) -> None:
+                super().append(span)
+                if len(self) == SETTLE_EVERY and other.end_time is None:
+                    other.end()   # the other thread's on_end, between append and len test
+
+        state.ended = Interleaved(state.ended)
+        for i in range(SETTLE_EVERY):
+            h.tracer.start_span(f"SELECT {i}", context=ctx).end()
+        assert h.flush()
+        assert len(state.ended) < SETTLE_EVERY, "the settle at SETTLE_EVERY was skipped"
+        request.end()
+    finally:
+        h.close()
