@@ -457,6 +457,13 @@ def test_jaeger_remote_parent_from_another_process_and_tag_types() -> None:
     assert [r.parent_remote for r in embedded] == [False, True, False]
 
 
+def test_a_jaeger_operation_name_that_is_no_string_skips_its_span_reported() -> None:
+    spans = [_jaeger_span("0000000000000001", operationName=True), _jaeger_span("0000000000000002")]
+    records, problems = read(io.BytesIO(json.dumps({"data": [{"spans": spans}]}).encode()))
+    assert [r.name for r in records] == ["op 0000000000000002"]
+    assert len(problems) == 1 and "operationName is not a string" in problems[0].message
+
+
 def test_jaeger_tags_without_a_type_keep_their_json_value() -> None:
     span = _jaeger_span("0000000000000001", tags=[{"key": "n", "value": 3},
                                                   {"key": "s", "value": "x"}])

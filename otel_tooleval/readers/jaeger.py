@@ -124,7 +124,10 @@ def _record(span: Mapping[str, Any], trace_hint: Any, process_of: Mapping[int, A
     end_ns = (start_us + int(duration)) * 1000 if duration is not None else None
     parent_process = process_of.get(parent_id) if parent_id else None
     remote = parent_process is not None and parent_process != _process(span)
-    return _make((trace_id, span_id, parent_id, span.get("operationName") or "",
+    name = span.get("operationName") or ""
+    if name.__class__ is not str:
+        raise ValueError("operationName is not a string")
+    return _make((trace_id, span_id, parent_id, name,
                   start_us * 1000, end_ns, attrs, error, remote, str(scope),
                   _events(logs) if logs else ()))
 

@@ -92,8 +92,13 @@ def _exception_text(events: Iterable[Mapping[str, Any]] | None) -> str | None:
 
 def span_events(events: Iterable[Mapping[str, Any]]) -> tuple[SpanEvent, ...]:
     """``[{name, attributes, timeUnixNano}]`` as ``(name, attributes)`` pairs."""
-    return tuple([(event.get("name") or "", attributes(event.get("attributes")))
+    return tuple([(_text_or_empty(event.get("name")), attributes(event.get("attributes")))
                   for event in events])
+
+
+def _text_or_empty(value: Any) -> str:
+    """An event's name: a file may hold anything there; one that is no string names none."""
+    return value if value.__class__ is str else ""
 
 
 def span_record(span: Mapping[str, Any], scope: str) -> SpanRecord:
@@ -132,7 +137,10 @@ def span_record(span: Mapping[str, Any], scope: str) -> SpanRecord:
         flags = span.get("flags")
         if flags:
             remote = int(flags) & _REMOTE == _REMOTE
-    return _new(SpanRecord, (trace_id, span_id, parent_id, span.get("name") or "",
+    name = span.get("name") or ""
+    if name.__class__ is not str:
+        raise ValueError("name is not a string")
+    return _new(SpanRecord, (trace_id, span_id, parent_id, name,
                              int(span.get("startTimeUnixNano") or 0), end_ns, attrs, error,
                              remote, scope, span_events(events) if events else ()))
 

@@ -660,3 +660,28 @@ def test_found_nested_too_deeply_names_the_line(workdir: Path) -> None:
     path.write_bytes(b"[" * 100_000 + b"]" * 100_000 + b"\n{not json\n")
     with pytest.raises(InputError, match=re.escape(f"{path}:1: ") + "invalid JSON"):
         read_and_grade(path)
+
+
+@pytest.mark.parametrize("name", [True, 3, {"a": 1}, ["x"]], ids=["bool", "int", "object", "list"])
+def test_a_span_name_that_is_no_string_is_reported_by_line_and_an_event_name_ignored(
+        workdir: Path, name: Any) -> None:
+    """Found by ``test_generated_otlp_files_are_read_or_reported_by_line``: a span whose name was
+    ``true`` reached the agent naming (``_UUID.sub``) and raised TypeError. The span is now
+    skipped and reported on its line, the others read; an event name that is no string names
+    no event."""
+    def line(span_name: Any, event_name: Any) -> str:
+        span = {"traceId": "0" * 31 + "1", "spanId": "0" * 15 + "1", "name": span_name,
+                "startTimeUnixNano": "1", "endTimeUnixNano": "2",
+                "attributes": [{"key": "gen_ai.operation.name",
+                                "value": {"stringValue": "invoke_agent"}}],
+                "events": [{"name": event_name, "timeUnixNano": "1"}]}
+        return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]})
+
+    path = workdir / "span-name.jsonl"
+    path.write_text(line(name, "x") + "\n" + line("invoke_agent a", name) + "\n")
+    problems, spans, runs = read_and_grade(path)
+    assert [(p.line, "name is not a string; span skipped" in p.message) for p in problems] == [
+        (1, True)]
+    assert (spans, runs) == (1, 1)
+    (record,) = read_records(str(path), on_problem=lambda p: None)
+    assert record.events == (("", {}),)
