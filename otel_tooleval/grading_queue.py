@@ -1,6 +1,7 @@
 """The live processor's grading queue, as the grading thread takes from it: a deque that the
 application thread appends ended roots to (``ToolEvalSpanProcessor._hand_over``, one C-level
-append) and the grading thread polls, and the plain roots kept in order with it. Kept apart
+append) and the grading thread polls, the plain roots kept in order with it, and the traces
+whose deferred spans it settles (``_settle_soon``). Kept apart
 from ``processor.py`` as a mixin of ``ToolEvalSpanProcessor``.
 
 The grading thread polls every ``_POLL_SECONDS`` while runs keep coming, every

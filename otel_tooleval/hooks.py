@@ -19,6 +19,11 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   downstream without ``on_end`` fails at each span, contained and reported, as before. The
   SDK's ``BatchSpanProcessor.on_end`` is run inline: its sampled test, then its queue's
   ``emit`` (``_compat.batch_emit``: four Python frames fewer per span).
+- A tracked span's bookkeeping (its kind, the call cap, the byte budget, late calls, the kept
+  calls and model calls) is deferred when nothing needs it as the span ends (no violation
+  marks, guard, ``conventions:`` mapping or named agents): ``on_end`` appends the span to its
+  trace's ``ended`` and decides only local roots and run roots; ``TraceBuffers.settle`` does
+  the rest before anything reads it (docs/config.md says when the limits apply then).
 - In the agent loop the hooks cost what the bytecodes they execute cost, at the SDK's price per
   bytecode (docs/performance-log.md, "Why the hooks cost 4x ..."): what they read and test is
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
@@ -76,9 +81,9 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     starts and ends (without one, the hooks do nothing more than a None check).
     ``hand_over_plain`` takes the ended local root of a plain trace (no state: see
     ``TraceBuffers._promote``), True when it holds it (forwarded later, in order with the
-    roots handed over before it), False to forward it now. ``settle_soon`` takes a trace whose
-    deferred spans reached ``SETTLE_EVERY`` (``defer`` below; without it they are settled on
-    the application thread, at once).
+    roots handed over before it), False to forward it now. ``settle_soon`` takes a trace with
+    more than ``SETTLE_EVERY`` deferred spans (``defer`` below; without it, they are settled
+    on the application thread, at once).
     """
     if hand_over_plain is None:
         hand_over_plain = _refuse

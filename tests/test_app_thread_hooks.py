@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import threading
 from typing import Any
 
 import pytest
@@ -231,3 +232,62 @@ def test_an_unsampled_tool_span_the_guard_marks_is_not_exported_by_the_batch_pro
     marked = {span.name: (span.attributes or {}).get("tooleval.guard.violation")
               for span in exporter.get_finished_spans()}
     assert marked == {"execute_tool delete": True, "invoke_agent a": None}
+
+
+class StuckExporter(InMemorySpanExporter):
+    """An exporter whose thread is held until ``release`` (an export thread behind)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+
+    def export(self, spans: Any) -> Any:
+        self.release.wait(10)
+        return super().export(spans)
+
+
+def test_batch_backlog_says_when_the_batch_processors_queue_is_more_than_half_full() -> None:
+    exporter = StuckExporter()
+    batch = BatchSpanProcessor(exporter, max_queue_size=8, max_export_batch_size=8,
+                               schedule_delay_millis=60_000)
+    behind = _compat.batch_backlog(batch)
+    assert behind is not None and not behind()
+    provider = TracerProvider()
+    provider.add_span_processor(batch)
+    tracer = provider.get_tracer("t")
+    for i in range(5):
+        tracer.start_span(f"s{i}").end()
+    assert behind()   # 5 of 8 queued, none exported
+    exporter.release.set()
+    provider.shutdown()
+    assert len(exporter.get_finished_spans()) == 5
+    others = [RecordingBatch(InMemorySpanExporter()), SimpleSpanProcessor(exporter), None]
+    assert [_compat.batch_backlog(one) for one in others] == [None] * len(others)
+    others[0].shutdown()
+
+
+def test_the_grading_thread_gives_the_lock_away_while_the_export_thread_is_behind(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without it, a busy loop of agent runs made the batch processor's queue drop spans: the
+    grading thread held the interpreter lock while the export thread waited for it."""
+    from otel_tooleval import processor as processor_module
+
+    given: list[int] = []
+    monkeypatch.setattr(processor_module, "_give_way", lambda: given.append(1))
+    batch = BatchSpanProcessor(InMemorySpanExporter())
+    processor = ToolEvalSpanProcessor(NO_GRADERS, batch)
+    behind = [False]
+    processor._backlog = lambda: behind[0]
+    provider = TracerProvider()
+    provider.add_span_processor(processor)
+    tracer = provider.get_tracer("t")
+    with tracer.start_as_current_span("invoke_agent a",
+                                      attributes={"gen_ai.operation.name": "invoke_agent"}):
+        tracer.start_span("execute_tool x", attributes={"gen_ai.tool.name": "x"}).end()
+    assert processor.force_flush(10_000) and given == []
+    behind[0] = True
+    with tracer.start_as_current_span("invoke_agent a",
+                                      attributes={"gen_ai.operation.name": "invoke_agent"}):
+        tracer.start_span("execute_tool x", attributes={"gen_ai.tool.name": "x"}).end()
+    assert processor.force_flush(10_000) and given
+    provider.shutdown()
