@@ -89,7 +89,7 @@ def test_a_tool_span_waits_in_ended_until_something_reads_it() -> None:
     try:
         with h.agent("a") as root:
             h.tool("search")
-            state = h.processor._buffers._traces[root.get_span_context().trace_id]
+            state = _state(h, root)
             assert state.tools == [] and state.models == []
             assert [s.name for s in state.ended] == ["chat m", "execute_tool search"]
             # Forwarded at once all the same
@@ -105,10 +105,15 @@ def test_with_violation_marks_the_bookkeeping_is_done_at_once() -> None:
     try:
         with h.agent("a") as root:
             h.tool("search")
-            state = h.processor._buffers._traces[root.get_span_context().trace_id]
+            state = _state(h, root)
             assert state.ended == [] and [s.name for s in state.tools] == ["execute_tool search"]
     finally:
         h.close()
+
+
+def _state(h: Harness, span: trace.Span) -> Any:
+    """The trace state of ``span``'s trace."""
+    return h.processor._buffers._traces[span.get_span_context().trace_id]
 
 
 def _child(h: Harness, name: str, parent: trace.Span, **attrs: Any) -> trace.Span:
@@ -178,7 +183,7 @@ def test_a_long_run_is_settled_as_it_goes_within_its_byte_budget() -> None:
                         f"execute_tool t{i}", attributes={"gen_ai.tool.name": "t",
                                                          "gen_ai.tool.call.arguments": big}):
                     pass
-            state = h.processor._buffers._traces[root.get_span_context().trace_id]
+            state = _state(h, root)
             deadline = time.monotonic() + 10
             while len(state.tools) < SETTLE_EVERY and time.monotonic() < deadline:
                 time.sleep(0.01)
@@ -199,7 +204,7 @@ def test_a_span_settle_cannot_read_is_reported_and_the_others_are_kept(
     h = Harness(DEFERRED)
     try:
         with h.agent("a") as root:
-            state = h.processor._buffers._traces[root.get_span_context().trace_id]
+            state = _state(h, root)
             state.ended.append(object())   # nothing the SDK would hand over
             h.tool("search")
         assert h.flush()

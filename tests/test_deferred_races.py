@@ -28,6 +28,20 @@ def _tool(h: Harness, name: str, ctx: Any) -> Any:
                                            "gen_ai.tool.call.result": "ok"})
 
 
+def _graded_with_a_late_call(h: Harness, name: str) -> Any:
+    """A run below a local root that stays open (returned), graded with the call ``name``
+    pending, then that call ended: late, its run taken."""
+    request = h.tracer.start_span("GET /chat")
+    agent = h.tracer.start_span("invoke_agent a", attributes=AGENT,
+                                context=trace.set_span_in_context(request))
+    slow = _tool(h, name, trace.set_span_in_context(agent))
+    agent.end()
+    assert h.flush()
+    assert len(h.reports) == 1
+    slow.end()
+    return request
+
+
 def test_run_taken_while_another_thread_settles_keeps_its_calls() -> None:
     """``processor.stats()`` on a health-check thread settles; the grading thread that takes a
     run while that settle has taken the spans from ``ended`` but not kept them yet waits for it
@@ -84,14 +98,7 @@ def test_late_span_of_an_evicted_trace_is_counted() -> None:
     ``state.ended``, and a trace evicted (``max_open_runs``) is settled as it goes: counted."""
     h = Harness({**CONFIG, "limits": {"max_open_runs": 1}})
     try:
-        request = h.tracer.start_span("GET /chat")   # the trace's local root stays open
-        agent = h.tracer.start_span("invoke_agent a", attributes=AGENT,
-                                    context=trace.set_span_in_context(request))
-        slow = _tool(h, "search", trace.set_span_in_context(agent))
-        agent.end()
-        assert h.flush()
-        assert len(h.reports) == 1            # graded, with search pending
-        slow.end()                            # late: its run was taken
+        request = _graded_with_a_late_call(h, "search")
         other = h.tracer.start_span("invoke_agent b", attributes=AGENT)   # evicts the first
         other.end()
         request.end()
@@ -108,14 +115,7 @@ def test_late_span_metric_is_recorded_by_force_flush() -> None:
     ``force_flush``, which settles every trace, as it does when counted at once."""
     h = Harness(CONFIG)
     try:
-        request = h.tracer.start_span("GET /chat")   # the trace's local root stays open
-        agent = h.tracer.start_span("invoke_agent a", attributes=AGENT,
-                                    context=trace.set_span_in_context(request))
-        slow = _tool(h, "delete", trace.set_span_in_context(agent))
-        agent.end()
-        assert h.flush()
-        assert len(h.reports) == 1
-        slow.end()                            # late: its run was taken
+        request = _graded_with_a_late_call(h, "delete")
         assert h.flush()
         dropped = {p.attributes["reason"]: p.value
                    for p in h.metric_points("tooleval.runs.dropped")}
