@@ -627,8 +627,9 @@ class TraceBuffers:
         state = job.trace
         root_id = job.root.context.span_id
         gone.add(root_id)   # an agent root is kept with the agent spans (hooks.py)
-        self.settle(state)   # while the parent map still tells which ended late
-        self._forget_subtree(state, root_id)
+        with self._settle_lock:   # no other settler between the two: what ended late is
+            self._settle(state)   # known late by the parent map, kept for what is not settled
+            self._forget_subtree(state, root_id)
         with self._lock:
             for items in (state.tools, state.models):
                 # In place: the application thread may append while this runs, and appends

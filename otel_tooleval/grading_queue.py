@@ -1,7 +1,7 @@
 """The live processor's grading queue, as the grading thread takes from it: a deque that the
 application thread appends ended roots to (``ToolEvalSpanProcessor._hand_over``, one C-level
-append) and the grading thread polls, the plain roots kept in order with it, and the traces
-whose deferred spans it settles (``_settle_soon``). Kept apart
+append) and the grading thread polls, the plain roots kept in order with it, and, apart, the
+traces whose deferred spans it settles (``_settle_soon``). Kept apart
 from ``processor.py`` as a mixin of ``ToolEvalSpanProcessor``.
 
 The grading thread polls every ``_POLL_SECONDS`` while runs keep coming, every
@@ -47,6 +47,7 @@ class GradingQueue:
     _offload: Any
     _worker: threading.Thread | None
     _buffers: TraceBuffers
+    _settles: deque[TraceState]
 
     def _wake_worker(self) -> None:   # ToolEvalSpanProcessor's
         raise NotImplementedError
@@ -71,17 +72,17 @@ class GradingQueue:
 
     def _settle_soon(self, state: TraceState) -> None:
         """A trace with more than ``SETTLE_EVERY`` deferred spans: queued once for the grading
-        thread to settle (``TraceBuffers.settle``); settled here when the queue is full, or when
+        thread to settle (``TraceBuffers.settle``), in ``_settles``, apart from the runs (it
+        takes no room of ``limits.queue_size``; one entry a trace at most); settled here when
         the grading thread has not got to it by ``2 * SETTLE_EVERY`` (a slow grader ahead of
         it), so that no trace holds more."""
-        queue_ = self._queue
-        if len(state.ended) > 2 * SETTLE_EVERY or len(queue_) >= self._queue_limit:
+        if len(state.ended) > 2 * SETTLE_EVERY:
             self._buffers.settle(state)
             return
         if state.settle_queued:
             return
         state.settle_queued = True
-        queue_.append(state)
+        self._settles.append(state)
         if self._sleeping or self._worker is None:
             try:
                 self._wake_worker()

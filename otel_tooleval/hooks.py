@@ -300,6 +300,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     job = buffers._decide(state, span, sid)
                     if job is not None and hand_over(job):
                         return
+                elif state.closed:   # closed since the test above (another thread's root, an
+                    buffers.settle(state)   # eviction) and maybe settled: nothing else would
                 try:
                     if every or ctx[3] & 1:   # not ours to decide, or sampled
                         forward(span)

@@ -142,6 +142,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         # with len(); concurrent roots may overshoot it by the number of application threads.
         self._queue: deque[Any] = deque()
         self._queue_limit = self.config.limits.queue_size
+        self._settles: deque[TraceState] = deque()   # _settle_soon's, one entry a trace at most
         self._wake = threading.Event()
         self._sleeping = False
         self._idle_since = 0.0
@@ -302,6 +303,9 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
             # tick (every wake-up of this thread takes the GIL from the application).
             if offload is not None and not self._queue and offload.flush():
                 time.sleep(_TICK_SECONDS)
+            settles = self._settles
+            while settles:   # traces whose deferred spans pile up (hooks.py): settled first
+                self._buffers.settle(settles.popleft())
             job = self._next()
             if job is _STOP:
                 return
@@ -312,9 +316,6 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                     job.set()
             elif job.__class__ is tuple:           # an ended local root: is it a run?
                 job = self._decided_current(job)
-            elif job.__class__ is TraceState:     # deferred spans to settle (hooks.py)
-                self._buffers.settle(job)
-                job = None
             elif isinstance(job, ReadableSpan):    # a plain trace's root: forwarded
                 self._forward(job)
                 job = None
