@@ -127,6 +127,22 @@ def test_late_span_metric_is_recorded_by_force_flush() -> None:
         h.close()
 
 
+def _busy_grader(h: Harness) -> tuple[threading.Event, threading.Event]:
+    """A slow grader: the grading thread, taking a run, sets the first event and waits for
+    the second (``release``) before it reads the run."""
+    buffers = h.processor._buffers
+    grading, release = threading.Event(), threading.Event()
+    members = buffers.members
+
+    def slow_members(job: Any) -> Any:
+        grading.set()
+        release.wait(10)
+        return members(job)
+
+    buffers.members = slow_members   # type: ignore[method-assign]
+    return grading, release
+
+
 def test_deferred_spans_stay_bounded_while_the_grading_thread_is_busy() -> None:
     """Done at once, a plain span (no kind) of a tracked trace leaves nothing when it ends, and
     a kept call is stripped past the byte budget as it ends. Deferred, every tracked span waits
@@ -137,15 +153,7 @@ def test_deferred_spans_stay_bounded_while_the_grading_thread_is_busy() -> None:
     h = Harness(CONFIG)
     try:
         buffers = h.processor._buffers
-        grading, release = threading.Event(), threading.Event()
-        members = buffers.members
-
-        def slow_members(job: Any) -> Any:   # a slow grader: the grading thread is busy
-            grading.set()
-            release.wait(10)
-            return members(job)
-
-        buffers.members = slow_members       # type: ignore[method-assign]
+        grading, release = _busy_grader(h)
         request = h.tracer.start_span("GET /chat")   # a long-lived local root
         ctx = trace.set_span_in_context(request)
         with h.tracer.start_as_current_span("invoke_agent a", attributes=AGENT, context=ctx):
@@ -205,16 +213,7 @@ def test_settle_items_do_not_take_the_queue_slots_of_runs(deferred: bool) -> Non
     the next run still finds room (found in review: they took the run queue's two slots)."""
     h = Harness({**CONFIG, "emit": {"violation_marks": not deferred}, "limits": {"queue_size": 2}})
     try:
-        buffers = h.processor._buffers
-        grading, release = threading.Event(), threading.Event()
-        members = buffers.members
-
-        def slow_members(job: Any) -> Any:   # a slow grader: the grading thread is busy
-            grading.set()
-            release.wait(10)
-            return members(job)
-
-        buffers.members = slow_members       # type: ignore[method-assign]
+        grading, release = _busy_grader(h)
         h.agent_run(["search"], agent="first")   # taken by the grading thread, which is busy
         assert grading.wait(5)
 
