@@ -44,6 +44,18 @@ def _graded_with_a_late_call(h: Harness, name: str) -> Any:
     return request
 
 
+def _health_check(h: Harness, health: list[int]) -> None:
+    """``stats()`` read on another thread (a health check), whose id goes into ``health``;
+    waited for."""
+    def check() -> None:
+        health.append(threading.get_ident())
+        h.processor.stats()
+
+    checker = threading.Thread(target=check)
+    checker.start()
+    checker.join(10)
+
+
 def test_run_taken_while_another_thread_settles_keeps_its_calls() -> None:
     """``processor.stats()`` on a health-check thread settles; the grading thread that takes a
     run while that settle has taken the spans from ``ended`` but not kept them yet waits for it
@@ -79,13 +91,7 @@ def test_run_taken_while_another_thread_settles_keeps_its_calls() -> None:
             h.tool("search")
             h.tool("delete")
 
-        def health_check() -> None:
-            health.append(threading.get_ident())
-            h.processor.stats()
-
-        checker = threading.Thread(target=health_check)
-        checker.start()
-        checker.join(10)
+        _health_check(h, health)
         request.end()
         assert h.flush()
         (report,) = h.reports
@@ -282,13 +288,7 @@ def test_late_call_settled_by_another_thread_during_release_is_late() -> None:
         assert entered.wait(5)      # ... and released: settled, the parent map not pruned yet
         slow.end()                  # late: its run was taken
 
-        def health_check() -> None:
-            health.append(threading.get_ident())
-            h.processor.stats()
-
-        checker = threading.Thread(target=health_check)
-        checker.start()
-        checker.join(10)
+        _health_check(h, health)
         assert h.flush()
         (state,) = buffers._traces.values()
         stats = h.processor.stats()
