@@ -40,8 +40,8 @@ _MODEL_KEYS = ("gen_ai.input.messages", "gen_ai.output.messages", "input.value",
 # Graded runs a trace remembers, newest first, so that their late children are known late; the
 # older are forgotten (a trace whose root never ends would otherwise grow with every run).
 _RUNS_REMEMBERED = 1024
-#: Deferred spans of one trace (``TraceState.ended``) after which the hooks have them settled
-#: without waiting for a run decision (a power of two: the hooks test ``len & (it - 1)``).
+#: Deferred spans of one trace (``TraceState.ended``) past which the hooks have them settled
+#: without waiting for a run decision (``ToolEvalSpanProcessor._settle_soon``).
 SETTLE_EVERY = 256
 # Span names whose match against named agents is remembered (``TraceBuffers._named``); past
 # it, names are matched each time (a service whose span names carry ids, say).
@@ -460,18 +460,16 @@ class TraceBuffers:
         budget stripped."""
         attrs = span._attributes._dict
         kind = span_kind(attrs)
-        parent = span._parent
-        below_local = parent is not None and not parent[2]
-        if not kind or (kind & AGENT and not kind & (TOOL | MODEL)):
+        if kind and span._end_time:
+            state.touched = span._end_time
+        if not kind & (TOOL | MODEL):
             # An agent span, or one marked by its name only (ADK 1.x's agent_run [name]),
             # names the run's agent below a local root; its values are not kept for grading.
-            if below_local and (kind or span._name.startswith(AGENT_SPAN_PREFIXES)):
+            parent = span._parent
+            if parent is not None and not parent[2] and (
+                    kind or span._name.startswith(AGENT_SPAN_PREFIXES)):
                 state.models.append(span)
-            if kind and span._end_time:
-                state.touched = span._end_time
             return
-        if span._end_time:
-            state.touched = span._end_time
         if kind & TOOL:
             if state.done and self._under(state, span._context[1], state.done):
                 self._late_span()   # its run was already taken for grading

@@ -302,7 +302,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                         return
                 elif state.closed:   # closed since the test above (another thread's root, an
                     buffers.settle(state)   # eviction) and maybe settled: nothing else would
-                try:
+                try:   # its own forward: the one below tests the guard's copy first
                     if every or ctx[3] & 1:   # not ours to decide, or sampled
                         forward(span)
                 except Exception:
