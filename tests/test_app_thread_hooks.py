@@ -164,6 +164,42 @@ def test_a_batch_span_processor_downstream_exports_what_it_exports_bare(config: 
     assert sorted(2 * exported) == sorted(span.name for span in bare_exporter.get_finished_spans())
 
 
+def test_the_grading_thread_forwards_through_the_batch_processors_queue_as_the_hooks_do() -> None:
+    """With a grader and violation marks (the defaults) the grading thread forwards the held
+    tool spans, the run's root with its verdicts and the local roots it decided: through the
+    batch processor's queue (``ToolEvalSpanProcessor._forward``), never its ``on_end``, on no
+    thread, an unsampled span dropped as the SDK's own ``on_end`` drops it."""
+    config = config_from_mapping({"graders": [{"name": "count", "type": "tool-call-count",
+                                               "tool_calls_count": {"fetch": ["==", 0]}}]})
+    exporter = InMemorySpanExporter()
+    processor = ToolEvalSpanProcessor(config, BatchSpanProcessor(exporter))
+    provider = TracerProvider(sampler=QuietSampler())
+    provider.add_span_processor(processor)
+    on_end_code = BatchSpanProcessor.on_end.__code__
+    calls: list[str] = []
+
+    def profile(frame: Any, event: str, arg: Any) -> None:
+        if event == "call" and frame.f_code is on_end_code:
+            calls.append(frame.f_locals["span"].name)
+
+    threading.setprofile(profile)   # the grading thread starts with the first root
+    sys.setprofile(profile)
+    try:
+        _traffic(provider)
+        assert processor.force_flush(10_000)
+    finally:
+        sys.setprofile(None)
+        threading.setprofile(None)   # type: ignore[arg-type]
+    worker = processor._worker
+    provider.shutdown()
+    assert worker is not None and calls == []
+    exported = {span.name: span.attributes or {} for span in exporter.get_finished_spans()}
+    assert sorted(exported) == ["GET /items", "POST /chat", "SELECT items", "embed",
+                                "execute_tool lookup", "invoke_agent a"]
+    # the unsampled call broke the rule: the verdict counts it, its span is not exported
+    assert exported["invoke_agent a"]["tooleval.passed"] is False
+
+
 def test_batch_emit_is_only_for_the_sdks_own_batch_span_processor(
         monkeypatch: pytest.MonkeyPatch) -> None:
     exporter = InMemorySpanExporter()
