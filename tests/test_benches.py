@@ -155,6 +155,20 @@ def test_bench_overhead_without_violation_marks(capfd: pytest.CaptureFixture[str
     assert side.processor is not None and side.processor._hold
 
 
+def test_bench_overhead_mixed_traffic_timed_apart(capfd: pytest.CaptureFixture[str],
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--split``: mixed traffic's web requests and agent runs timed apart on the application
+    thread, a ratio each; every span still exported once, every run graded."""
+    bench = _bench("overhead-mixed")
+    fig, out, _ = _run(bench, ["--calls", "2", *OVERHEAD_TINY, "--split"], capfd, monkeypatch)
+    (size,) = fig["sizes"]
+    split = size["split_cpu_ratios"]
+    assert set(split) == {"web", "agent"} and all(r > 0 for r in split.values())
+    assert "timed apart (median of 7 pairs)" in out
+    assert size["runs_graded"] == size["runs_expected"] > 0
+    assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
+
+
 def test_bench_overhead_process(capfd: pytest.CaptureFixture[str],
                                 monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _bench("overhead-process")

@@ -422,6 +422,8 @@ class Measurement:
     cpu_ns: int      # application thread only
     proc_ns: int     # every thread of the process (batch workers, grading thread)
     spans: int
+    web_cpu_ns: int = 0     # --split (mixed traffic): the application thread's CPU in the
+    agent_cpu_ns: int = 0   # web requests, and in the agent runs
 
     @property
     def wall_per_span_us(self) -> float:
@@ -436,11 +438,14 @@ class Measurement:
         return self.proc_ns / self.spans / 1000
 
 
-def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side]) -> Measurement:
+def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side],
+            split: bool = False) -> Measurement:
     for s in both:  # outside the timed section: empty batch queues, drained grading queue
         s.flush()
     tracer = side.tracer
     gc.collect()
+    if split and workload.traffic == "mixed":
+        return _measure_split(tracer, workload, runs)
     p0 = time.process_time_ns()
     c0 = time.thread_time_ns()
     t0 = time.perf_counter_ns()
@@ -450,6 +455,24 @@ def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side]) -> 
     c1 = time.thread_time_ns()
     p1 = time.process_time_ns()
     return Measurement(t1 - t0, c1 - c0, p1 - p0, runs * workload.spans_per_run)
+
+
+def _measure_split(tracer: trace.Tracer, workload: Workload, runs: int) -> Measurement:
+    """``measure`` for mixed traffic with the web requests and the agent runs timed apart on
+    the application thread (two more clock reads per unit, on both sides)."""
+    clock = time.thread_time_ns
+    web = agent = 0
+    p0, c0, t0 = time.process_time_ns(), clock(), time.perf_counter_ns()
+    for _ in range(runs):
+        start = clock()
+        for _ in range(WEB_PER_AGENT):
+            run_web(tracer)
+        middle = clock()
+        run_agent(tracer, workload)
+        agent += clock() - middle
+        web += middle - start
+    t1, c1, p1 = time.perf_counter_ns(), clock(), time.process_time_ns()
+    return Measurement(t1 - t0, c1 - c0, p1 - p0, runs * workload.spans_per_run, web, agent)
 
 
 def measure_root_end(side: Side, workload: Workload, runs: int,
@@ -582,15 +605,18 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     print(header)
     print("-" * len(header))
     ratios, cpu_ratios, proc_ratios = [], [], []
+    split_ratios: list[tuple[float, float]] = []
     bare_us, tool_us, bare_cpu, tool_cpu = [], [], [], []
     for pair in range(1, opts.pairs + 1):
         # Alternate which side goes first, so a drift in the machine's load favours neither.
         if pair % 2:
-            b = measure(bare, workload, runs, both)
-            t = measure(tooleval, workload, runs, both)
+            b = measure(bare, workload, runs, both, opts.split)
+            t = measure(tooleval, workload, runs, both, opts.split)
         else:
-            t = measure(tooleval, workload, runs, both)
-            b = measure(bare, workload, runs, both)
+            t = measure(tooleval, workload, runs, both, opts.split)
+            b = measure(bare, workload, runs, both, opts.split)
+        if b.web_cpu_ns and b.agent_cpu_ns:
+            split_ratios.append((t.web_cpu_ns / b.web_cpu_ns, t.agent_cpu_ns / b.agent_cpu_ns))
         ratio = t.wall_ns / b.wall_ns
         cpu_ratio = t.cpu_ns / b.cpu_ns
         proc_ratio = t.proc_ns / b.proc_ns
@@ -652,6 +678,10 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     print(f"overhead ratio (median of {opts.pairs} pairs, {_describe(workload)}): "
           f"wall {med(ratios):.2f}x (target {_target(targets, 'wall')}), app-thread cpu "
           f"{med(cpu_ratios):.2f}x (target {_target(targets, 'cpu')})")
+    if split_ratios:
+        print(f"application-thread cpu, timed apart (median of {len(split_ratios)} pairs): web "
+              f"requests {med([w for w, _ in split_ratios]):.2f}x, agent runs "
+              f"{med([a for _, a in split_ratios]):.2f}x")
     return {
         "traffic": workload.traffic, "targets": TARGETS[workload.traffic],
         "calls": workload.calls, "spans_per_run": workload.spans_per_run,
@@ -664,6 +694,9 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
         "root_end_tooleval_us": med(root_tool) / 1000,
         "runs_graded": graded, "runs_expected": expected, "drops": drops,
         "spans_sent": sent, "exported_bare": exported[0], "exported_tooleval": exported[1],
+        **({"split_cpu_ratios": {"web": med([w for w, _ in split_ratios]),
+                                 "agent": med([a for _, a in split_ratios])}}
+           if split_ratios else {}),
     }
 
 
@@ -699,6 +732,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--no-violation-marks", action="store_true",
                         help="emit.violation_marks: false (tool spans forwarded as they end, "
                              "not held for their run's verdict)")
+    parser.add_argument("--split", action="store_true",
+                        help="mixed traffic: also time the web requests and the agent runs "
+                             "apart on the application thread (two more clock reads per unit)")
     parser.add_argument("--opcodes", action="store_true",
                         help="count the bytecodes the application thread executes per span on "
                              "each side instead of timing")
