@@ -327,3 +327,45 @@ def test_the_grading_thread_gives_the_lock_away_while_the_export_thread_is_behin
         tracer.start_span("execute_tool x", attributes={"gen_ai.tool.name": "x"}).end()
     assert processor.force_flush(10_000) and given
     provider.shutdown()
+
+
+def test_a_span_forwarded_while_the_downstream_is_replaced_goes_to_the_one_it_reads(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The setter sets ``_downstream`` and then rebuilds the hooks (``_install_hooks``, which
+    binds ``_to_queue``). A span the grading thread forwards in between, once ``downstream``
+    reads as the new processor, goes to the new one: never into the old batch processor's
+    queue (here shut down before it was replaced, so the span would be dropped there)."""
+    old_exporter, new_exporter = InMemorySpanExporter(), InMemorySpanExporter()
+    old, new = BatchSpanProcessor(old_exporter), BatchSpanProcessor(new_exporter)
+    processor = ToolEvalSpanProcessor(NO_GRADERS, old)
+    made = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(made))
+    with provider.get_tracer("t").start_as_current_span("late root"):
+        pass
+    span, = made.get_finished_spans()
+    assert span.__class__ is ReadableSpan and span.context.trace_flags.sampled
+    inside, release = threading.Event(), threading.Event()
+    batch_emit = _compat.batch_emit
+
+    def slow_batch_emit(downstream: Any) -> Any:   # the setter, half-way through
+        if downstream is new:
+            inside.set()
+            release.wait(10)
+        return batch_emit(downstream)
+
+    monkeypatch.setattr("otel_tooleval.processor.batch_emit", slow_batch_emit)
+    old.shutdown()
+    setter = threading.Thread(target=setattr, args=(processor, "downstream", new))
+    setter.start()
+    try:
+        assert inside.wait(10) and processor.downstream is new
+        processor._forward(span)   # as the grading thread does
+    finally:
+        release.set()
+        setter.join(10)
+    assert new.force_flush(10_000)
+    assert [s.name for s in new_exporter.get_finished_spans()] == ["late root"]
+    assert old_exporter.get_finished_spans() == ()
+    processor.shutdown()
+    provider.shutdown()
