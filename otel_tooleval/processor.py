@@ -207,7 +207,9 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                                self._guard, self._hand_over_plain, self._settle_soon)
         self._hooks = hooks
         self._backlog = batch_backlog(self._downstream)
-        self._to_queue = batch_emit(self._downstream)
+        # With the downstream it belongs to, read as one: a setter half-way through (the new
+        # downstream set, this not yet rebuilt) must not send the new one's spans to the old.
+        self._to_queue = (self._downstream, batch_emit(self._downstream))
         own = type(self)
         for name, hook in (("on_start", hooks.on_start), ("_on_ending", hooks.on_ending),
                            ("on_end", hooks.on_end)):
@@ -267,14 +269,14 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         """Forward a span from the grading thread (a held root or tool span, a queued plain
         root): with the SDK's ``BatchSpanProcessor`` downstream, a ``ReadableSpan`` as the hooks
         forward one (its sampled test, then its queue's ``emit``: four frames fewer per span,
-        the grading thread's time not the application's to lose); else the downstream's
-        ``on_end``."""
+        the grading thread's time not the application's to lose), when that queue is the
+        downstream's read here (not one being replaced); else the downstream's ``on_end``."""
         downstream = self.downstream
         if downstream is None:
             return
-        emit = self._to_queue
+        bound, emit = self._to_queue
         try:
-            if emit is None or span.__class__ is not ReadableSpan:
+            if emit is None or bound is not downstream or span.__class__ is not ReadableSpan:
                 downstream.on_end(span)
             elif span._context[3] & 1:   # type: ignore[index]   # sampled (the SDK's test)
                 emit(span)

@@ -355,7 +355,7 @@ def test_a_span_forwarded_while_the_downstream_is_replaced_goes_to_the_one_it_re
         return batch_emit(downstream)
 
     monkeypatch.setattr("otel_tooleval.processor.batch_emit", slow_batch_emit)
-    old.shutdown()
+    old.shutdown()   # type: ignore[no-untyped-call]
     setter = threading.Thread(target=setattr, args=(processor, "downstream", new))
     setter.start()
     try:
