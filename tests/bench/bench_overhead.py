@@ -6,6 +6,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
                                          [--grading thread|process] [--graders all|one|none]
                                          [--no-violation-marks] [--opcodes]
+                                         [--traffic agent|web|mixed] [--split]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
