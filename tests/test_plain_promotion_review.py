@@ -1,0 +1,157 @@
+"""Review of plain traces and their promotion (issue 31): a trace promoted late must be found
+and graded as it is when tracked from its first span (``TraceBuffers.plain`` off), under one
+thread and under two (the other thread's work placed inside the promotion by monkeypatching)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from opentelemetry import trace
+
+from tests.support.harness import AGENT, Harness
+
+CONFIG: dict[str, Any] = {"graders": [
+    {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}}]}
+HTTP = {"http.request.method": "POST", "url.path": "/chat"}
+
+
+def _child(h: Harness, name: str, parent: trace.Span, **attrs: Any) -> trace.Span:
+    return h.tracer.start_span(name, context=trace.set_span_in_context(parent),
+                               attributes=attrs or None)
+
+
+def _harness(tracked: bool) -> Harness:
+    h = Harness(CONFIG)
+    if tracked:   # every trace tracked from its first span: what promotion must match
+        h.processor._buffers.plain = False
+        h.processor._install_hooks()
+    return h
+
+
+def _calls(h: Harness) -> list[list[str]]:
+    return [[c.name for c in r.run.calls] for r in h.reports]
+
+
+def test_a_span_started_between_the_promotions_scan_and_its_new_state_is_tracked() -> None:
+    """Thread A promotes the trace at a tool span's end; thread B starts a sibling after A
+    took the trace's spans from ``_live`` but before A's state is in ``_traces``: B's hook
+    stores it in ``_live``, finds no state yet, and leaves it there. It must still be tracked
+    (its call in the run) and not stay in ``_live``."""
+    h = _harness(False)
+    try:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        first = _child(h, "execute_tool search", root)   # attributes at its end
+        buffers = h.processor._buffers
+        new_trace = buffers._new_trace
+        late: list[trace.Span] = []
+
+        def racing(trace_id: int, local_root: bool) -> Any:
+            if not late:   # another thread, inside the promotion's window
+                late.append(_child(h, "execute_tool delete", root))
+            return new_trace(trace_id, local_root)
+
+        buffers._new_trace = racing   # type: ignore[method-assign]
+        first.set_attribute("gen_ai.tool.name", "search")
+        first.end()
+        buffers._new_trace = new_trace   # type: ignore[method-assign]
+        (second,) = late
+        second.set_attribute("gen_ai.tool.name", "delete")
+        second.set_attribute("gen_ai.tool.call.arguments", json.dumps({"id": 1}))
+        second.end()
+        root.end()
+        assert h.flush()
+        assert buffers._live == {}
+        assert _calls(h) == [["search", "delete"]]
+    finally:
+        h.close()
+
+
+def test_a_tool_span_ending_while_its_trace_is_promoted_is_in_the_run() -> None:
+    """Thread B ends a tool span (marked only at its end) that thread A's promotion has taken
+    from ``_live`` but not yet adopted: B's hook finds it neither plain nor tracked and forwards
+    it untracked; A then removes it from ``open`` (``_ended_while_adopted``). The call is lost
+    from its run, which tracking from the first span keeps."""
+    results = []
+    for tracked in (True, False):
+        h = _harness(tracked)
+        try:
+            root = h.tracer.start_span("POST /chat", attributes=HTTP)
+            first = _child(h, "execute_tool search", root)
+            second = _child(h, "execute_tool delete", root)
+            second.set_attribute("gen_ai.tool.name", "delete")
+            buffers = h.processor._buffers
+            new_trace = buffers._new_trace
+            done: list[bool] = []
+
+            def racing(trace_id: int, local_root: bool, buffers: Any = buffers,
+                       new_trace: Any = new_trace, second: Any = second,
+                       done: list[bool] = done) -> Any:
+                if not done:   # another thread, inside the promotion's window
+                    done.append(True)
+                    second.end()
+                return new_trace(trace_id, local_root)
+
+            buffers._new_trace = racing   # type: ignore[method-assign]
+            first.set_attribute("gen_ai.tool.name", "search")
+            first.end()
+            buffers._new_trace = new_trace   # type: ignore[method-assign]
+            if not done:
+                second.end()
+            root.end()
+            assert h.flush()
+            results.append((_calls(h), [r.passed for r in h.reports],
+                            sorted(s.name for s in h.finished())))
+        finally:
+            h.close()
+    tracked_result, promoted = results
+    assert tracked_result[0] == [["search", "delete"]]
+    assert promoted == tracked_result
+
+
+def test_an_agent_starting_after_its_plain_root_ended_is_late_as_when_tracked() -> None:
+    """A background task outlives its request: the HTTP root ends (plain, forwarded), then an
+    agent run starts below the still-open task span. Tracked from its first span, the trace
+    was closed when its last local root ended, so the agent and its call are late spans
+    (counted, not a run); promoted, the trace gets a new state and the late agent is graded."""
+    results = []
+    for tracked in (True, False):
+        h = _harness(tracked)
+        try:
+            root = h.tracer.start_span("POST /chat", attributes=HTTP)
+            task = _child(h, "background", root)
+            root.end()
+            agent = _child(h, "invoke_agent a", task, **AGENT)
+            _child(h, "execute_tool delete", agent, **{"gen_ai.tool.name": "delete"}).end()
+            agent.end()
+            task.end()
+            assert h.flush()
+            results.append((_calls(h), h.processor._buffers.counts["late_spans"],
+                            h.processor.stats()["open_traces"]))
+        finally:
+            h.close()
+    tracked_result, promoted = results
+    assert tracked_result == ([], 1, 0)
+    assert promoted == tracked_result
+
+
+def test_a_call_ending_after_its_plain_root_ended_is_late_as_when_tracked() -> None:
+    """As above, the trace promoted at the end of a tool span marked only at its end: late
+    (counted), no trace state left until the TTL."""
+    results = []
+    for tracked in (True, False):
+        h = _harness(tracked)
+        try:
+            root = h.tracer.start_span("POST /chat", attributes=HTTP)
+            call = _child(h, "execute_tool delete", root)
+            root.end()
+            call.set_attribute("gen_ai.tool.name", "delete")
+            call.end()
+            assert h.flush()
+            buffers = h.processor._buffers
+            results.append((_calls(h), buffers.counts["late_spans"], len(buffers._traces)))
+        finally:
+            h.close()
+    tracked_result, promoted = results
+    assert tracked_result == ([], 1, 0)
+    assert promoted == tracked_result
