@@ -5,6 +5,7 @@ thread and under two (the other thread's work placed inside the promotion by mon
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 from opentelemetry import trace
@@ -29,6 +30,33 @@ def _harness(tracked: bool) -> Harness:
     return h
 
 
+def _end_on_another_thread(buffers: Any, span: trace.Span,
+                           threads: list[threading.Thread]) -> None:
+    """End ``span`` on a new thread, and return once its hook has found it neither plain nor
+    tracked (``_end_untracked``, where it may wait for the promotion this is called in), or
+    has ended it (at most 2 s)."""
+    reached = threading.Event()
+    end_untracked = buffers._end_untracked
+
+    def noted(*args: Any) -> Any:
+        reached.set()
+        return end_untracked(*args)
+
+    buffers._end_untracked = noted
+
+    def run() -> None:
+        try:
+            span.end()
+        finally:
+            reached.set()
+
+    thread = threading.Thread(target=run)
+    threads.append(thread)
+    thread.start()
+    reached.wait(2)
+    buffers._end_untracked = end_untracked
+
+
 def _calls(h: Harness) -> list[list[str]]:
     return [[c.name for c in r.run.calls] for r in h.reports]
 
@@ -46,10 +74,10 @@ def test_a_span_started_between_the_promotions_scan_and_its_new_state_is_tracked
         new_trace = buffers._new_trace
         late: list[trace.Span] = []
 
-        def racing(trace_id: int, local_root: bool) -> Any:
+        def racing(*args: Any) -> Any:
             if not late:   # another thread, inside the promotion's window
                 late.append(_child(h, "execute_tool delete", root))
-            return new_trace(trace_id, local_root)
+            return new_trace(*args)
 
         buffers._new_trace = racing   # type: ignore[method-assign]
         first.set_attribute("gen_ai.tool.name", "search")
@@ -83,29 +111,31 @@ def test_a_tool_span_ending_while_its_trace_is_promoted_is_in_the_run() -> None:
             buffers = h.processor._buffers
             new_trace = buffers._new_trace
             done: list[bool] = []
+            threads: list[threading.Thread] = []
 
-            def racing(trace_id: int, local_root: bool, buffers: Any = buffers,
-                       new_trace: Any = new_trace, second: Any = second,
-                       done: list[bool] = done) -> Any:
-                if not done:   # another thread, inside the promotion's window
+            def racing(*args: Any, buffers: Any = buffers, new_trace: Any = new_trace,
+                       second: Any = second, done: list[bool] = done) -> Any:
+                if not done:   # another thread ends it inside the promotion's window
                     done.append(True)
-                    second.end()
-                return new_trace(trace_id, local_root)
+                    _end_on_another_thread(buffers, second, threads)
+                return new_trace(*args)
 
             buffers._new_trace = racing   # type: ignore[method-assign]
             first.set_attribute("gen_ai.tool.name", "search")
             first.end()
             buffers._new_trace = new_trace   # type: ignore[method-assign]
+            for thread in threads:
+                thread.join(10)
             if not done:
                 second.end()
             root.end()
             assert h.flush()
-            results.append((_calls(h), [r.passed for r in h.reports],
+            results.append(([sorted(c) for c in _calls(h)], [r.passed for r in h.reports],
                             sorted(s.name for s in h.finished())))
         finally:
             h.close()
     tracked_result, promoted = results
-    assert tracked_result[0] == [["search", "delete"]]
+    assert tracked_result[0] == [["delete", "search"]]
     assert promoted == tracked_result
 
 

@@ -6,6 +6,7 @@ the rules of docs/conventions.md about runs below HTTP roots hold whatever ended
 from __future__ import annotations
 
 import json
+import threading
 import time
 from typing import Any
 
@@ -15,6 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 
 from otel_tooleval import ToolEvalSpanProcessor
 from tests.support.harness import AGENT, Harness
+from tests.test_plain_promotion_review import _end_on_another_thread
 
 CONFIG: dict[str, Any] = {"graders": [
     {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}}]}
@@ -184,8 +186,10 @@ def test_a_span_starting_while_its_trace_is_promoted_is_adopted() -> None:
 def test_a_span_ending_while_its_trace_is_promoted_is_not_left_open() -> None:
     """The race of two threads the other way: a plain span that another thread ends while a
     promotion has taken it from ``_live`` but not yet given the trace its state is not left in
-    ``open`` (``TraceBuffers._ended_while_adopted``): here a second local root of the trace,
-    which would keep the trace from closing until its TTL."""
+    ``open``: its hook waits for the promotion (``TraceBuffers._end_untracked``) and ends it
+    as tracked. Here a second local root of the trace, which left open would keep the trace
+    from closing until its TTL. (A real second thread: the hook waits on the promotion's
+    lock, which the promoting thread holds.)"""
     h = Harness(CONFIG)
     try:
         remote = trace.set_span_in_context(trace.NonRecordingSpan(trace.SpanContext(
@@ -195,13 +199,17 @@ def test_a_span_ending_while_its_trace_is_promoted_is_not_left_open() -> None:
         buffers = h.processor._buffers
         new_trace = buffers._new_trace
 
-        def racing(trace_id: int, local_root: bool) -> Any:
-            second.end()   # another thread, inside the promotion's window
-            return new_trace(trace_id, local_root)
+        threads: list[threading.Thread] = []
+
+        def racing(*args: Any) -> Any:
+            if not threads:   # another thread, inside the promotion's window
+                _end_on_another_thread(buffers, second, threads)
+            return new_trace(*args)
 
         buffers._new_trace = racing   # type: ignore[method-assign]
         agent = _child(h, "invoke_agent a", first, **AGENT)   # marked: promotes at its start
         buffers._new_trace = new_trace   # type: ignore[method-assign]
+        threads[0].join(10)
         (state,) = buffers._traces.values()
         assert second.get_span_context().span_id not in state.open and state.open_roots == 1
         _child(h, "execute_tool search", agent, **{"gen_ai.tool.name": "search"}).end()
