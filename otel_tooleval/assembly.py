@@ -136,6 +136,7 @@ class TraceBuffers:
         self._clock = clock
         self._lock = threading.Lock()
         self._settle_lock = threading.Lock()   # one settler at a time (``settle``)
+        self._promote_lock = threading.Lock()  # one promotion at a time (``_promote``)
         self._traces: dict[int, TraceState] = {}
         # Plain traffic (``plain``): the open spans of traces that have no state, by span id.
         # A trace gets a state only when one of its spans turns out to be an agent, model or
@@ -180,8 +181,12 @@ class TraceBuffers:
         with self._lock:
             return list(self._traces.values())
 
-    def _new_trace(self, trace_id: int, local_root: bool) -> TraceState | None:
-        released: list[TraceState] = []
+    def _new_trace(self, trace_id: int, local_root: bool,
+                   evicted: list[TraceState] | None = None) -> TraceState | None:
+        """The open state of a trace, new unless it has one; None for a late child of a
+        finished trace. The traces it evicts (``max_open_runs``) are handed to ``_evicted``
+        here, or appended to ``evicted`` for the caller to (``_promote``: outside its lock)."""
+        released: list[TraceState] = [] if evicted is None else evicted
         with self._lock:
             state = self._traces.get(trace_id)
             if state is not None and not state.closed:
@@ -197,8 +202,9 @@ class TraceBuffers:
                     released.append(old)
             state = TraceState(trace_id)
             self._traces[trace_id] = state
-        for old in released:
-            self._evicted(old, "max_open_runs")
+        if evicted is None:
+            for old in released:
+                self._evicted(old, "max_open_runs")
         return state
 
     def _evicted(self, state: TraceState, reason: str) -> None:
@@ -280,6 +286,7 @@ class TraceBuffers:
         """Start empty in a forked child (the hooks hold ``_traces``: rebuild them after)."""
         self._lock = threading.Lock()
         self._settle_lock = threading.Lock()
+        self._promote_lock = threading.Lock()
         self._traces = {}
         self._tombstones = {}
         self._live = {}
@@ -319,37 +326,40 @@ class TraceBuffers:
         agent, model or tool spans and are no ancestors of a span still to end (a span ends
         after its children), and every open one, the local root and the framework spans a run
         is placed under (``_place``) included, is adopted. One scan of the open plain spans of
-        every trace, once per agent trace.
+        every trace, once per agent trace (two: see below).
+
+        Under ``_promote_lock``, one promotion at a time, so that another thread's hooks can
+        wait for it: a span this one took from ``_live`` that ends meanwhile finds itself
+        neither plain nor open; its ``on_end`` waits here (``_end_untracked``), then finds it
+        adopted, open, and ends it as tracked. A span stored in ``_live`` after the first scan
+        by a hook that looked for the state before it was there is taken by the second scan.
         """
-        ours = [span]
-        live = self._live
-        for sid, other in list(live.items()):
-            if other._context[0] == trace_id and live.pop(sid, None) is not None:
-                ours.append(other)
-        local_root = False
-        for one in ours:
-            parent = one._parent
-            if parent is None or parent[2]:
-                local_root = True
-        state = self._new_trace(trace_id, local_root)
-        if state is not None:
+        evicted: list[TraceState] = []
+        with self._promote_lock:
+            ours = [span]
+            if self._live:
+                self._take_live(trace_id, ours)
+            local_root = False
             for one in ours:
-                self._adopt(state, one)
-            for one in ours[1:]:
-                if one._end_time is not None:   # ended meanwhile (another thread: the SDK sets
-                    self._ended_while_adopted(state, one)   # it before on_end runs)
+                parent = one._parent
+                if parent is None or parent[2]:
+                    local_root = True
+            state = self._new_trace(trace_id, local_root, evicted)
+            if state is not None:
+                if self._live:   # stored meanwhile by a hook that did not see the state
+                    self._take_live(trace_id, ours)
+                for one in ours:
+                    self._adopt(state, one)
+        for old in evicted:
+            self._evicted(old, "max_open_runs")
         return state
 
-    def _ended_while_adopted(self, state: TraceState, span: Any) -> None:
-        """A span taken from ``_live`` by a promotion that another thread ended before the
-        trace's state held it: its ``on_end`` found it neither plain nor open (untracked, and
-        forwarded), or will find it not open once it is taken out here. Left in ``open``, it
-        would never end there, and a second local root would keep the trace from closing."""
-        if state.open.pop(span._context[1], None) is None:
-            return   # its on_end took it first: tracked as it ended
-        parent = span._parent
-        if parent is None or parent[2]:
-            state.open_roots -= 1
+    def _take_live(self, trace_id: int, into: list[Any]) -> None:
+        """Take the open plain spans of a trace out of ``_live``, into ``into``."""
+        live = self._live
+        for sid, other in list(live.items()):
+            if other._context[0] == trace_id and (other := live.pop(sid, None)) is not None:
+                into.append(other)
 
     def _adopt(self, state: TraceState, span: Any) -> None:
         """Track an open span of a trace that was plain when it started (``_start_root``'s
@@ -369,11 +379,24 @@ class TraceBuffers:
                 self._live[sid] = span
 
     def _end_untracked(self, state: TraceState | None, trace_id: int,
-                       attrs: Mapping[str, Any], span: Any = None) -> None:
-        """A span that ends untracked: counted when it is a tool call of a finished trace."""
+                       attrs: Mapping[str, Any], span: Any = None) -> bool:
+        """A span that ends untracked: counted when it is a tool call of a finished trace.
+
+        With plain traces, it may be one that another thread's promotion took from ``_live``
+        and has not adopted yet: once that promotion is done (``_promote_lock``), it is open in
+        its trace's state; True then, for the hook to end it as tracked (nothing counted here).
+        Only spans the hooks found neither plain nor open get here.
+        """
+        if span is not None and self.plain:
+            with self._promote_lock:
+                pass
+            now = self._traces.get(trace_id)
+            if now is not None and not now.closed and span._context[1] in now.open:
+                return True
         if (state.closed if state is not None else trace_id in self._tombstones) and (
                 self._kind(attrs, span) & TOOL):
             self._late_span()
+        return False
 
     def _kind(self, attrs: Mapping[str, Any], span: Any) -> int:
         """A span's kind under the config's ``conventions:`` mapping, if any."""

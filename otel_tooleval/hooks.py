@@ -278,7 +278,11 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             # A closed trace keeps its open spans: still open when the grading thread takes
             # the run, they are its pending calls, as they were when the root ended.
             if state is None or state.closed or state.open.pop(sid, None) is None:
-                buffers._end_untracked(state, ctx[0], span._attributes._dict, span)
+                # Untracked (late, or past a cap), unless a promotion on another thread had
+                # taken it from ``_live``: ``_end_untracked`` waits for it, and the span is then
+                # open in its trace's state, ended as tracked (once: it is open no more).
+                if buffers._end_untracked(state, ctx[0], span._attributes._dict, span):
+                    return on_end(span)
             elif defer:
                 ended = state.ended
                 ended.append(span)   # before a hand-over: settled before it is read
