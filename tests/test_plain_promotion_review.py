@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from typing import Any
 
 from opentelemetry import trace
 
+import otel_tooleval.processor as processor_module
 from tests.support.harness import AGENT, Harness
 
 CONFIG: dict[str, Any] = {"graders": [
@@ -185,3 +187,35 @@ def test_a_call_ending_after_its_plain_root_ended_is_late_as_when_tracked() -> N
     tracked_result, promoted = results
     assert tracked_result == ([], 1, 0)
     assert promoted == tracked_result
+
+
+def test_plain_spans_that_never_end_are_forgotten_without_agent_traffic(
+        monkeypatch: Any) -> None:
+    """Spans that never end (a leak of the application's) are forgotten at the run TTL by the
+    grading thread's sweep. Tracked from their first span, the first ended root starts that
+    thread; plain traffic starts none, so ``_live`` kept every such span for good."""
+    monkeypatch.setattr(processor_module, "_SWEEP_SECONDS", 0.01)
+    results = []
+    for tracked in (True, False):
+        h = Harness({**CONFIG, "limits": {"run_ttl_seconds": 0.5}})
+        if tracked:
+            h.processor._buffers.plain = False
+            h.processor._install_hooks()
+        try:
+            stale = time.time_ns() - 2 * 10**9
+            for _ in range(3000):   # requests whose spans never end
+                stuck = h.tracer.start_span("GET /stream", attributes=HTTP, start_time=stale)
+                h.tracer.start_span("chunk", context=trace.set_span_in_context(stuck),
+                                    start_time=stale)
+            buffers = h.processor._buffers
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline:
+                with h.tracer.start_as_current_span("GET /items", attributes=HTTP):
+                    pass
+                if not buffers._live and not buffers._traces:
+                    break
+                time.sleep(0.01)
+            results.append((len(buffers._live), len(buffers._traces)))
+        finally:
+            h.close()
+    assert results == [(0, 0), (0, 0)]
