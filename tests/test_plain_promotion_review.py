@@ -117,7 +117,8 @@ def test_a_tool_span_ending_while_its_trace_is_promoted_is_in_the_run() -> None:
             threads: list[threading.Thread] = []
 
             def racing(*args: Any, buffers: Any = buffers, new_trace: Any = new_trace,
-                       second: Any = second, done: list[bool] = done) -> Any:
+                       second: Any = second, done: list[bool] = done,
+                       threads: list[threading.Thread] = threads) -> Any:
                 if not done:   # another thread ends it inside the promotion's window
                     done.append(True)
                     _end_on_another_thread(buffers, second, threads)
