@@ -136,7 +136,11 @@ class TraceBuffers:
         self._clock = clock
         self._lock = threading.Lock()
         self._settle_lock = threading.Lock()   # one settler at a time (``settle``)
-        self._promote_lock = threading.Lock()  # one promotion at a time (``_promote``)
+        # One promotion at a time (``_promote``); reentrant: a span may end on the promoting
+        # thread inside it (a finalizer the collector runs), and its hook must not wait for it.
+        self._promote_lock = threading.RLock()
+        self._promoting = 0   # the thread id of the promotion running (0: none)
+        self._ended_meanwhile: list[Any] = []   # spans that ended on that thread inside it
         self._traces: dict[int, TraceState] = {}
         # Plain traffic (``plain``): the open spans of traces that have no state, by span id.
         # A trace gets a state only when one of its spans turns out to be an agent, model or
@@ -286,7 +290,9 @@ class TraceBuffers:
         """Start empty in a forked child (the hooks hold ``_traces``: rebuild them after)."""
         self._lock = threading.Lock()
         self._settle_lock = threading.Lock()
-        self._promote_lock = threading.Lock()
+        self._promote_lock = threading.RLock()
+        self._promoting = 0
+        self._ended_meanwhile = []
         self._traces = {}
         self._tombstones = {}
         self._live = {}
@@ -336,23 +342,44 @@ class TraceBuffers:
         """
         evicted: list[TraceState] = []
         with self._promote_lock:
-            ours = [span]
-            if self._live:
-                self._take_live(trace_id, ours)
-            local_root = False
-            for one in ours:
-                parent = one._parent
-                if parent is None or parent[2]:
-                    local_root = True
-            state = self._new_trace(trace_id, local_root, evicted)
-            if state is not None:
-                if self._live:   # stored meanwhile by a hook that did not see the state
+            outer, self._promoting = self._promoting, threading.get_ident()
+            try:
+                ours = [span]
+                if self._live:
                     self._take_live(trace_id, ours)
+                local_root = False
                 for one in ours:
-                    self._adopt(state, one)
+                    parent = one._parent
+                    if parent is None or parent[2]:
+                        local_root = True
+                state = self._new_trace(trace_id, local_root, evicted)
+                if state is not None:
+                    if self._live:   # stored meanwhile by a hook that did not see the state
+                        self._take_live(trace_id, ours)
+                    for one in ours:
+                        self._adopt(state, one)
+                    if self._ended_meanwhile:
+                        self._drop_ended_meanwhile(state)
+            finally:
+                self._promoting = outer
+                if not outer:   # none is left to adopt them (a trace not tracked, or done)
+                    self._ended_meanwhile.clear()
         for old in evicted:
             self._evicted(old, "max_open_runs")
         return state
+
+    def _drop_ended_meanwhile(self, state: TraceState) -> None:
+        """Spans of ``state``'s trace that ended on the promoting thread inside the promotion
+        (their hooks ran untracked, ``_end_untracked``): not left open once adopted."""
+        kept = []
+        for span in self._ended_meanwhile:
+            if span._context[0] != state.trace_id:
+                kept.append(span)   # another trace's, of an outer promotion
+            elif state.open.pop(span._context[1], None) is not None:
+                parent = span._parent
+                if parent is None or parent[2]:
+                    state.open_roots -= 1
+        self._ended_meanwhile[:] = kept
 
     def _take_live(self, trace_id: int, into: list[Any]) -> None:
         """Take the open plain spans of a trace out of ``_live``, into ``into``."""
@@ -385,9 +412,14 @@ class TraceBuffers:
         With plain traces, it may be one that another thread's promotion took from ``_live``
         and has not adopted yet: once that promotion is done (``_promote_lock``), it is open in
         its trace's state; True then, for the hook to end it as tracked (nothing counted here).
+        Inside a promotion on this thread (a finalizer), it is not waited for: it ends
+        untracked, and the promotion does not leave it open (``_drop_ended_meanwhile``).
         Only spans the hooks found neither plain nor open get here.
         """
         if span is not None and self.plain:
+            if self._promoting == threading.get_ident():   # inside a promotion, on its thread
+                self._ended_meanwhile.append(span)
+                return False
             with self._promote_lock:
                 pass
             now = self._traces.get(trace_id)

@@ -261,3 +261,45 @@ def test_a_call_whose_parent_ended_first_is_in_its_agents_run_as_when_tracked() 
     tracked_result, promoted = results
     assert tracked_result == [["delete"]]
     assert promoted == tracked_result
+
+
+def test_a_span_ended_on_the_promoting_thread_meanwhile_neither_deadlocks_nor_stays_open() -> None:
+    """A span of the trace that the promotion took from ``_live`` ends on the promoting thread
+    itself, inside the promotion (a finalizer run by the collector at one of its allocations:
+    a generator holding the span, collected): its hook must not wait for the promotion lock
+    its own thread holds, and it must not stay in the trace's open spans once adopted (left
+    open, a call would be a pending call of the run)."""
+    h = _harness(False)
+    try:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        side = _child(h, "SELECT 1", root, **{"db.system.name": "pg"})
+        buffers = h.processor._buffers
+        new_trace = buffers._new_trace
+
+        def finalizer_meanwhile(*args: Any) -> Any:
+            buffers._new_trace = new_trace
+            side.end()   # on the promoting thread, inside the promotion
+            return new_trace(*args)
+
+        buffers._new_trace = finalizer_meanwhile
+
+        def promote() -> None:
+            with h.tracer.start_as_current_span(
+                    "invoke_agent a", context=trace.set_span_in_context(root),
+                    attributes={**AGENT, "gen_ai.agent.name": "a"}):
+                pass
+
+        thread = threading.Thread(target=promote, daemon=True)
+        thread.start()
+        thread.join(5)
+        assert not thread.is_alive(), "the promoting thread waits for its own lock"
+        (state,) = buffers.open_traces()
+        sid = side.get_span_context().span_id
+        assert sid not in state.open and state.open_roots == 1
+        root.end()
+        assert h.flush()
+        assert buffers.open_traces() == [] and buffers._live == {}
+        assert [r.run.agent for r in h.reports] == ["a"]
+        assert len(h.by_name("SELECT 1")) == 1   # forwarded, once
+    finally:
+        h.close()
