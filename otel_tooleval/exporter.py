@@ -174,7 +174,9 @@ class ToolEvalSpanExporter(SpanExporter):
 
         Bounded by ``timeout_millis`` even when the wrapped exporter hangs: held spans that
         cannot be handed to it in time are counted (``reason=shutdown`` for held run roots,
-        ``export_deadline`` for spans passing through) and logged.
+        ``export_deadline`` for spans passing through) and logged, and the answer is False
+        (also when the grading thread counted them just before the deadline and still
+        answered in time).
         """
         if self._shut_down:
             return True
@@ -182,6 +184,7 @@ class ToolEvalSpanExporter(SpanExporter):
         deadline = time.monotonic() + timeout_millis / 1000
         self._deadline = deadline
         ok = True
+        lost_before = self._lost()
         if self._grader is not None:
             try:
                 ok = self._grader.shutdown(max(deadline - time.monotonic(), 0.0))
@@ -198,7 +201,15 @@ class ToolEvalSpanExporter(SpanExporter):
                 self.exporter.shutdown()
 
         finished, result = self._call_wrapped("exporter.shutdown", shut_wrapped, deadline)
-        return ok and finished and result is not _FAILED
+        return ok and finished and result is not _FAILED and self._lost() == lost_before
+
+    def _lost(self) -> int:
+        """Spans counted as not handed to the wrapped exporter at a deadline, so far."""
+        grader = self._grader
+        if grader is None:
+            return 0
+        counts = grader.buffers.counts
+        return counts["dropped.shutdown"] + counts["dropped.export_deadline"]
 
     def end_session(self, key: str) -> None:
         """End the session whose key is ``key`` (the value of its session attribute).

@@ -726,3 +726,21 @@ def test_force_flush_and_shutdown_return_when_the_wrapped_exporter_hangs_everywh
     assert _returns_within(lambda: s.exporter.shutdown(timeout_millis=300), 300) is False
     wrapped.release.set()
     worker.join(SLACK_S)
+
+
+def test_shutdown_answers_false_when_the_grading_thread_counted_a_loss_in_time() -> None:
+    """The grading thread gave up on a held root at the shutdown deadline (counted
+    ``dropped.shutdown``) and still answered the shutdown request just in time: the exporter
+    did not hand everything to the wrapped exporter, so its shutdown is no success."""
+    exporter = ToolEvalSpanExporter(InMemorySpanExporter(), CONFIG, decision_wait=0.0)
+    grader = exporter._grader
+    assert grader is not None
+    shut = grader.shutdown
+
+    def counted_then_answered(timeout_seconds: float = 30.0) -> bool:
+        grader.buffers.counts["dropped.shutdown"] += 1   # as the grading thread counts it
+        return shut(timeout_seconds)
+
+    grader.shutdown = counted_then_answered   # type: ignore[method-assign]
+    assert exporter.shutdown(2_000) is False
+    assert exporter.stats()["dropped.shutdown"] == 1
