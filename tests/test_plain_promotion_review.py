@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,6 +32,25 @@ def _harness(tracked: bool) -> Harness:
         h.processor._buffers.plain = False
         h.processor._install_hooks()
     return h
+
+
+#: The two cases of a span below a local root that ended plain (docs/conventions.md).
+_ENDED_ROOT = pytest.mark.xfail(strict=True, reason=(
+    "not fixed: telling a local root that ended plain from one never seen (a fork child, a "
+    "processor added mid-trace: tests/test_hooks.py::test_fork_child_tracks_in_its_own_buffers "
+    "wants a new state there) needs a mark at each plain root's end (hot path)"))
+
+
+def _tracked_and_promoted(scenario: Callable[[Harness], Any]) -> tuple[Any, Any]:
+    """What ``scenario`` returns with its trace tracked from its first span, then promoted."""
+    results = []
+    for tracked in (True, False):
+        h = _harness(tracked)
+        try:
+            results.append(scenario(h))
+        finally:
+            h.close()
+    return results[0], results[1]
 
 
 def _end_on_another_thread(buffers: Any, span: trace.Span,
@@ -103,98 +123,80 @@ def test_a_tool_span_ending_while_its_trace_is_promoted_is_in_the_run() -> None:
     from ``_live`` but not yet adopted: B's hook finds it neither plain nor tracked and forwards
     it untracked; A then removes it from ``open`` (``_ended_while_adopted``). The call is lost
     from its run, which tracking from the first span keeps."""
-    results = []
-    for tracked in (True, False):
-        h = _harness(tracked)
-        try:
-            root = h.tracer.start_span("POST /chat", attributes=HTTP)
-            first = _child(h, "execute_tool search", root)
-            second = _child(h, "execute_tool delete", root)
-            second.set_attribute("gen_ai.tool.name", "delete")
-            buffers = h.processor._buffers
-            new_trace = buffers._new_trace
-            done: list[bool] = []
-            threads: list[threading.Thread] = []
+    def scenario(h: Harness) -> Any:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        first = _child(h, "execute_tool search", root)
+        second = _child(h, "execute_tool delete", root)
+        second.set_attribute("gen_ai.tool.name", "delete")
+        buffers = h.processor._buffers
+        new_trace = buffers._new_trace
+        done: list[bool] = []
+        threads: list[threading.Thread] = []
 
-            def racing(*args: Any, buffers: Any = buffers, new_trace: Any = new_trace,
-                       second: Any = second, done: list[bool] = done,
-                       threads: list[threading.Thread] = threads) -> Any:
-                if not done:   # another thread ends it inside the promotion's window
-                    done.append(True)
-                    _end_on_another_thread(buffers, second, threads)
-                return new_trace(*args)
+        def racing(*args: Any, buffers: Any = buffers, new_trace: Any = new_trace,
+                   second: Any = second, done: list[bool] = done,
+                   threads: list[threading.Thread] = threads) -> Any:
+            if not done:   # another thread ends it inside the promotion's window
+                done.append(True)
+                _end_on_another_thread(buffers, second, threads)
+            return new_trace(*args)
 
-            buffers._new_trace = racing   # type: ignore[method-assign]
-            first.set_attribute("gen_ai.tool.name", "search")
-            first.end()
-            buffers._new_trace = new_trace   # type: ignore[method-assign]
-            for thread in threads:
-                thread.join(10)
-            if not done:
-                second.end()
-            root.end()
-            assert h.flush()
-            results.append(([sorted(c) for c in _calls(h)], [r.passed for r in h.reports],
-                            sorted(s.name for s in h.finished())))
-        finally:
-            h.close()
-    tracked_result, promoted = results
+        buffers._new_trace = racing   # type: ignore[method-assign]
+        first.set_attribute("gen_ai.tool.name", "search")
+        first.end()
+        buffers._new_trace = new_trace   # type: ignore[method-assign]
+        for thread in threads:
+            thread.join(10)
+        if not done:
+            second.end()
+        root.end()
+        assert h.flush()
+        return ([sorted(c) for c in _calls(h)], [r.passed for r in h.reports],
+               sorted(s.name for s in h.finished()))
+
+    tracked_result, promoted = _tracked_and_promoted(scenario)
     assert tracked_result[0] == [["delete", "search"]]
     assert promoted == tracked_result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not fixed: telling a local root that ended plain from one never seen (a fork child, a "
-    "processor added mid-trace: tests/test_hooks.py::test_fork_child_tracks_in_its_own_buffers "
-    "wants a new state there) needs a mark at each plain root's end (hot path)"))
+@_ENDED_ROOT
 def test_an_agent_starting_after_its_plain_root_ended_is_late_as_when_tracked() -> None:
     """A background task outlives its request: the HTTP root ends (plain, forwarded), then an
     agent run starts below the still-open task span. Tracked from its first span, the trace
     was closed when its last local root ended, so the agent and its call are late spans
     (counted, not a run); promoted, the trace gets a new state and the late agent is graded."""
-    results = []
-    for tracked in (True, False):
-        h = _harness(tracked)
-        try:
-            root = h.tracer.start_span("POST /chat", attributes=HTTP)
-            task = _child(h, "background", root)
-            root.end()
-            agent = _child(h, "invoke_agent a", task, **AGENT)
-            _child(h, "execute_tool delete", agent, **{"gen_ai.tool.name": "delete"}).end()
-            agent.end()
-            task.end()
-            assert h.flush()
-            results.append((_calls(h), h.processor._buffers.counts["late_spans"],
-                            h.processor.stats()["open_traces"]))
-        finally:
-            h.close()
-    tracked_result, promoted = results
+    def scenario(h: Harness) -> Any:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        task = _child(h, "background", root)
+        root.end()
+        agent = _child(h, "invoke_agent a", task, **AGENT)
+        _child(h, "execute_tool delete", agent, **{"gen_ai.tool.name": "delete"}).end()
+        agent.end()
+        task.end()
+        assert h.flush()
+        return (_calls(h), h.processor._buffers.counts["late_spans"],
+               h.processor.stats()["open_traces"])
+
+    tracked_result, promoted = _tracked_and_promoted(scenario)
     assert tracked_result == ([], 1, 0)
     assert promoted == tracked_result
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "not fixed: telling a local root that ended plain from one never seen (a fork child, a "
-    "processor added mid-trace: tests/test_hooks.py::test_fork_child_tracks_in_its_own_buffers "
-    "wants a new state there) needs a mark at each plain root's end (hot path)"))
+@_ENDED_ROOT
 def test_a_call_ending_after_its_plain_root_ended_is_late_as_when_tracked() -> None:
     """As above, the trace promoted at the end of a tool span marked only at its end: late
     (counted), no trace state left until the TTL."""
-    results = []
-    for tracked in (True, False):
-        h = _harness(tracked)
-        try:
-            root = h.tracer.start_span("POST /chat", attributes=HTTP)
-            call = _child(h, "execute_tool delete", root)
-            root.end()
-            call.set_attribute("gen_ai.tool.name", "delete")
-            call.end()
-            assert h.flush()
-            buffers = h.processor._buffers
-            results.append((_calls(h), buffers.counts["late_spans"], len(buffers._traces)))
-        finally:
-            h.close()
-    tracked_result, promoted = results
+    def scenario(h: Harness) -> Any:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        call = _child(h, "execute_tool delete", root)
+        root.end()
+        call.set_attribute("gen_ai.tool.name", "delete")
+        call.end()
+        assert h.flush()
+        buffers = h.processor._buffers
+        return (_calls(h), buffers.counts["late_spans"], len(buffers._traces))
+
+    tracked_result, promoted = _tracked_and_promoted(scenario)
     assert tracked_result == ([], 1, 0)
     assert promoted == tracked_result
 
@@ -240,25 +242,21 @@ def test_a_call_whose_parent_ended_first_is_in_its_agents_run_as_when_tracked() 
     call, and the call's end promotes the trace: the step's link to the agent is gone, so the
     run of the agent (not a local root: its calls are found by walking up) misses the call,
     which tracking from the first span places in it."""
-    results = []
-    for tracked in (True, False):
-        h = _harness(tracked)
-        try:
-            root = h.tracer.start_span("POST /chat", attributes=HTTP)
-            agent = _child(h, "agent", root)
-            step = _child(h, "step", agent)
-            call = _child(h, "execute_tool delete", step)
-            step.end()
-            call.set_attribute("gen_ai.tool.name", "delete")
-            call.end()
-            agent.set_attributes({**AGENT, "gen_ai.agent.name": "a"})
-            agent.end()
-            root.end()
-            assert h.flush()
-            results.append(_calls(h))
-        finally:
-            h.close()
-    tracked_result, promoted = results
+    def scenario(h: Harness) -> Any:
+        root = h.tracer.start_span("POST /chat", attributes=HTTP)
+        agent = _child(h, "agent", root)
+        step = _child(h, "step", agent)
+        call = _child(h, "execute_tool delete", step)
+        step.end()
+        call.set_attribute("gen_ai.tool.name", "delete")
+        call.end()
+        agent.set_attributes({**AGENT, "gen_ai.agent.name": "a"})
+        agent.end()
+        root.end()
+        assert h.flush()
+        return _calls(h)
+
+    tracked_result, promoted = _tracked_and_promoted(scenario)
     assert tracked_result == [["delete"]]
     assert promoted == tracked_result
 
