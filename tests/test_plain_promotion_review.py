@@ -120,9 +120,10 @@ def test_a_span_started_between_the_promotions_scan_and_its_new_state_is_tracked
 
 def test_a_tool_span_ending_while_its_trace_is_promoted_is_in_the_run() -> None:
     """Thread B ends a tool span (marked only at its end) that thread A's promotion has taken
-    from ``_live`` but not yet adopted: B's hook finds it neither plain nor tracked and forwards
-    it untracked; A then removes it from ``open`` (``_ended_while_adopted``). The call is lost
-    from its run, which tracking from the first span keeps."""
+    from ``_live`` but not yet adopted: B's hook finds it neither plain nor tracked. It waits
+    for the promotion (``_end_untracked``) and ends the span as tracked, so the call is in its
+    run, as tracking from the first span keeps it (before: forwarded untracked, then removed
+    from ``open`` by the promotion, the call lost)."""
     def scenario(h: Harness) -> Any:
         root = h.tracer.start_span("POST /chat", attributes=HTTP)
         first = _child(h, "execute_tool search", root)
