@@ -116,8 +116,8 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     forward_end = _end_forwarder(downstream)
     # What a span the hooks forward goes to: with the SDK's BatchSpanProcessor (the usual
     # downstream), its on_end inline: the sampled test (``ctx[3] & 1``), then its queue's emit
-    # (_compat.batch_emit); else the downstream's on_end, for every span (``every``, before the
-    # flags are read).
+    # (_compat.batch_emit); else the downstream's on_end, for every span (``every``, read after
+    # the flags: a sampled span, the usual one, needs no more).
     emit = batch_emit(downstream)
     forward, every = (forward_end, True) if emit is None else (emit, False)
     guard_start, guard_end, no_call = _guard_hooks(guard, traces_get)
@@ -169,7 +169,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
             if (parent is None or parent[2]) and hand_over_plain(span):
                 return _DONE   # no run: forwarded in order by the grading thread
             try:
-                if every or span._context[3] & 1:   # not ours to decide, or sampled
+                if span._context[3] & 1 or every:   # sampled, or not ours to decide
                     forward(span)
             except Exception:
                 report("downstream.on_end")
@@ -242,7 +242,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                     if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
                         if parent is not None and not parent[2]:
                             try:   # the usual one: of no kind, not a local root
-                                if every or ctx[3] & 1:   # not ours to decide, or sampled
+                                if ctx[3] & 1 or every:   # sampled, or not ours to decide
                                     forward(span)
                             except Exception:
                                 report("downstream.on_end")
@@ -257,7 +257,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                             if hand_over_plain(span):
                                 return
                             try:
-                                if every or ctx[3] & 1:   # not ours to decide, or sampled
+                                if ctx[3] & 1 or every:   # sampled, or not ours to decide
                                     forward(span)
                             except Exception:
                                 report("downstream.on_end")
@@ -307,7 +307,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
                 elif state.closed:   # closed since the test above (another thread's root, an
                     buffers.settle(state)   # eviction) and maybe settled: nothing else would
                 try:   # its own forward: the one below tests the guard's copy first
-                    if every or ctx[3] & 1:   # not ours to decide, or sampled
+                    if ctx[3] & 1 or every:   # sampled, or not ours to decide
                         forward(span)
                 except Exception:
                     report("downstream.on_end")
@@ -395,7 +395,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
         try:
             if out is not span:   # the guard's marked copy
                 forward_end(out)
-            elif every or ctx[3] & 1:   # not ours to decide, or sampled
+            elif ctx[3] & 1 or every:   # sampled, or not ours to decide
                 forward(span)
         except Exception:
             report("downstream.on_end")

@@ -160,8 +160,10 @@ def test_bench_overhead_mixed_traffic_timed_apart(capfd: pytest.CaptureFixture[s
     """``--split``: mixed traffic's web requests and agent runs timed apart on the application
     thread, a ratio each; every span still exported once, every run graded."""
     bench = _bench("overhead-mixed")
-    fig, out, _ = _run(bench, ["--calls", "2", *OVERHEAD_TINY, "--split"], capfd, monkeypatch)
+    fig, out, _ = _run(bench, ["--calls", "2", *OVERHEAD_TINY, "--split", "--gc-reset"],
+                       capfd, monkeypatch)
     (size,) = fig["sizes"]
+    assert size["gc_reset"] is True and "forced before every measurement" in out
     split = size["split_cpu_ratios"]
     assert set(split) == {"web", "agent"} and all(r > 0 for r in split.values())
     assert "timed apart (median of 7 pairs)" in out
@@ -200,6 +202,8 @@ def test_bench_overhead_plain_and_mixed_traffic(name: str, agent_runs: int, wall
     assert size["runs_graded"] == size["runs_expected"] and size["drops"] == {}
     assert size["exported_bare"] == size["exported_tooleval"] == size["spans_sent"]
     assert "web requests" in out
+    assert size["gc_reset"] is False and set(size["full_collections"]) == {"bare", "tooleval"}
+    assert "full collections inside the timed sections: bare " in out
     rows = _rows(name, bench, fig, argv, capfd)
     assert len(rows) == 3
     assert rows[0].figure.startswith("overhead, plain traffic" if traffic == "web"
@@ -207,6 +211,70 @@ def test_bench_overhead_plain_and_mixed_traffic(name: str, agent_runs: int, wall
     assert rows[0].target == ("-" if wall is None else f"<= {wall:.2f}x")
     assert rows[1].target == f"<= {cpu:.2f}x"
     _no_missing(rows)
+
+
+def test_bench_overhead_counts_the_full_collections_inside_the_timed_sections() -> None:
+    """``FullCollections`` counts a full collection for the side being timed, and nothing
+    else: none outside a timed section, no younger generation's."""
+    import gc
+
+    from bench_overhead import FullCollections
+    counter = FullCollections()
+    gc.callbacks.append(counter)
+    try:
+        gc.collect()   # outside a timed section
+        counter.side = "tooleval"
+        gc.collect(0)
+        gc.collect(1)
+        gc.collect()
+        counter.side = None
+        gc.collect()
+    finally:
+        gc.callbacks.remove(counter)
+    assert counter.counts == {"bare": 0, "tooleval": 1}
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_bench_overhead_forces_a_full_collection_before_a_measurement_only_with_gc_reset(
+        reset: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``--gc-reset`` a measurement leaves the collector's state as it was (a forced
+    full collection before each one made a side that allocates a little more cross the
+    threshold of a full collection inside its measurements, and the other never:
+    docs/performance.md); with it, one forced full collection before each."""
+    import bench_overhead
+    forced: list[int] = []
+    real_collect = bench_overhead.gc.collect
+    bare, tooleval, _ = bench_overhead.build_sides(bench_overhead.graders_config("none"))
+    try:
+        monkeypatch.setattr(bench_overhead.gc, "collect",
+                            lambda generation=2: forced.append(generation) or 0)
+        workload = bench_overhead.Workload(1, 5, "web")
+        for side in (bare, tooleval):
+            got = bench_overhead.measure(side, workload, 2, (bare, tooleval), gc_reset=reset)
+            assert got.spans == 2 * workload.spans_per_run and got.cpu_ns > 0
+            assert bench_overhead.FULL_COLLECTIONS.side is None
+    finally:
+        monkeypatch.setattr(bench_overhead.gc, "collect", real_collect)
+        for side in (bare, tooleval):
+            side.provider.shutdown()
+    assert forced == ([2, 2] if reset else [])
+
+
+def test_bench_collector_runs_each_side_alone(capfd: pytest.CaptureFixture[str],
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """``bench_collector``: each side driven alone in a child process of its own, the
+    collections of each generation counted there (a full collection is forced in none: at
+    this size the counts are the young and middle generations' own)."""
+    bench = _bench("collector", "bench_collector")
+    fig, out, _ = _run(bench, ["--spans", "1000", "--repeat", "1", "--traffic", "mixed"],
+                       capfd, monkeypatch)
+    assert fig["traffic"] == "mixed" and fig["graders"] == "one"
+    assert [row["side"] for row in fig["rows"]] == ["bare", "tooleval"]
+    for row in fig["rows"]:
+        young, middle, full = row["collections"]
+        assert row["spans"] >= 1000 - 94 and row["cpu_us_per_span"] > 0
+        assert young > 0 and middle >= 0 and full >= 0 and 0 <= row["full_cpu_share"] < 1
+    assert "each side alone in its own process" in out
 
 
 @pytest.mark.parametrize(("which", "types"), [("none", []), ("one", ["tool-call-count"])])
@@ -569,7 +637,7 @@ COVERED_MODULES = {"bench_overhead", "bench_graders", "bench_in_order", "bench_m
                    "bench_files", "bench_serve", "bench_hooks", "profile_grading_side",
                    "profile_processor", "bench_forward", "bench_grade_memory",
                    "bench_peers", "peer_trajectories", "bench_fixed_cost", "bench_uipath_shapes",
-                   "profile_app_thread",
+                   "profile_app_thread", "bench_collector",
                    "bench_cases"}   # smoke-tested in tests/test_cases.py
 
 

@@ -6,7 +6,7 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
                                          [--grading thread|process] [--graders all|one|none]
                                          [--no-violation-marks] [--opcodes]
-                                         [--traffic agent|web|mixed] [--split]
+                                         [--traffic agent|web|mixed] [--split] [--gc-reset]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -39,6 +39,16 @@ Measurement, per run size: after a warm-up, the two sides alternate in pairs (ba
 with ``time.perf_counter_ns`` (wall clock) and ``time.thread_time_ns`` (CPU time of the
 application thread only). ``force_flush`` is called on both providers outside the timed section
 before every measurement, so the batch queues start empty and the grading queue is drained. The
+cyclic collector runs as it would in the application: one full collection before the
+warm-up, then none forced, so its state carries over from one measurement to the next and a full
+collection (the collector's own, every eleventh of its middle generation's, ~12 ms of a heap
+this size) falls in a measurement with a chance in proportion to the collections that side
+causes. ``--gc-reset`` forces a full collection before every measurement instead (the default
+until 2026-11-29): every measurement then starts from the same state, and a side that
+allocates a little more crosses the collector's threshold for a full collection inside some of
+its measurements while the other side, just under it, never does, a cliff of 6-9% of the ratio
+that moves with ``--spans`` (docs/performance.md, "Overhead on plain and mixed traffic"). The
+full collections inside the timed sections are counted and printed for each side. The
 batch processors' worker threads run during the timed section on both sides alike; the tooleval
 side also has its grading thread, which competes for the GIL: that is part of its cost in
 wall-clock time but not in application-thread CPU time. The figure is the median of the
@@ -417,6 +427,22 @@ def build_sides(config: Any, grading: str | None = None, marks: bool | None = No
     )
 
 
+class FullCollections:
+    """Counts the cyclic collector's full (generation 2) collections that start on any thread
+    while ``side`` names a side (inside a timed section), by side."""
+
+    def __init__(self) -> None:
+        self.side: str | None = None
+        self.counts = {"bare": 0, "tooleval": 0}
+
+    def __call__(self, phase: str, info: dict[str, Any]) -> None:
+        if phase == "start" and info.get("generation") == 2 and self.side is not None:
+            self.counts[self.side] += 1
+
+
+FULL_COLLECTIONS = FullCollections()
+
+
 @dataclass
 class Measurement:
     wall_ns: int
@@ -440,11 +466,20 @@ class Measurement:
 
 
 def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side],
-            split: bool = False) -> Measurement:
+            split: bool = False, gc_reset: bool = False) -> Measurement:
     for s in both:  # outside the timed section: empty batch queues, drained grading queue
         s.flush()
     tracer = side.tracer
-    gc.collect()
+    if gc_reset:
+        gc.collect()
+    FULL_COLLECTIONS.side = side.name
+    try:
+        return _measure(tracer, workload, runs, split)
+    finally:
+        FULL_COLLECTIONS.side = None
+
+
+def _measure(tracer: trace.Tracer, workload: Workload, runs: int, split: bool) -> Measurement:
     if split and workload.traffic == "mixed":
         return _measure_split(tracer, workload, runs)
     p0 = time.process_time_ns()
@@ -588,12 +623,16 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     exported_before = bare.exporter.spans, tooleval.exporter.spans
     started = time.perf_counter()
 
+    # The collector's state carries over from here, through the warm-up (--gc-reset: a full
+    # collection before every measurement instead): no side starts on a fresh collector.
+    gc.collect()
     for side in both:  # warm-up: first-call costs, worker threads started, caches filled
         for _ in range(warmup):
             run_traffic(side.tracer, workload)
             run_timing_root_end(side.tracer, workload)
     for side in both:
         side.flush()
+    full_before = dict(FULL_COLLECTIONS.counts)
     if opts.no_gc:
         gc.disable()
 
@@ -611,11 +650,11 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     for pair in range(1, opts.pairs + 1):
         # Alternate which side goes first, so a drift in the machine's load favours neither.
         if pair % 2:
-            b = measure(bare, workload, runs, both, opts.split)
-            t = measure(tooleval, workload, runs, both, opts.split)
+            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset)
+            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset)
         else:
-            t = measure(tooleval, workload, runs, both, opts.split)
-            b = measure(bare, workload, runs, both, opts.split)
+            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset)
+            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset)
         if b.web_cpu_ns and b.agent_cpu_ns:
             split_ratios.append((t.web_cpu_ns / b.web_cpu_ns, t.agent_cpu_ns / b.agent_cpu_ns))
         ratio = t.wall_ns / b.wall_ns
@@ -638,6 +677,9 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     print(f"us/span: wall clock; cpu: application-thread CPU; proc ratio: CPU of all threads "
           f"(grading included).\nextra per span: {med(tool_us) - med(bare_us):.1f} us wall, "
           f"{med(tool_cpu) - med(bare_cpu):.1f} us application-thread CPU")
+    full = {name: FULL_COLLECTIONS.counts[name] - full_before[name] for name in full_before}
+    print(f"full collections inside the timed sections: bare {full['bare']}, tooleval "
+          f"{full['tooleval']} ({'forced before every measurement' if opts.gc_reset else 'the collector carried over from one measurement to the next'})")
 
     # root.end() on the application thread: grading on vs. the same root on the bare SDK
     root_ratios, root_bare, root_tool = [], [], []
@@ -694,6 +736,7 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
         "root_end_ratio": med(root_ratios), "root_end_bare_us": med(root_bare) / 1000,
         "root_end_tooleval_us": med(root_tool) / 1000,
         "runs_graded": graded, "runs_expected": expected, "drops": drops,
+        "full_collections": full, "gc_reset": opts.gc_reset,
         "spans_sent": sent, "exported_bare": exported[0], "exported_tooleval": exported[1],
         **({"split_cpu_ratios": {"web": med([w for w, _ in split_ratios]),
                                  "agent": med([a for _, a in split_ratios])}}
@@ -728,6 +771,9 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              f"{WEB_PER_AGENT} web requests (mixed)")
     parser.add_argument("--no-gc", action="store_true",
                         help="disable the cyclic GC in the timed sections")
+    parser.add_argument("--gc-reset", action="store_true",
+                        help="a full collection before every measurement (the default until "
+                             "2026-11-29; see the module's docstring)")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
                         help="grading.mode of the tooleval side (default: the config's)")
     parser.add_argument("--no-violation-marks", action="store_true",
@@ -749,6 +795,8 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if min(sizes) < 1 or opts.per_turn < 1 or (opts.runs is not None and opts.runs < 1):
         parser.error("--calls, --per-turn and --runs must be positive")
 
+    if FULL_COLLECTIONS not in gc.callbacks:
+        gc.callbacks.append(FULL_COLLECTIONS)
     config = opts.config if opts.config is not None else graders_config(opts.graders)
     bare, tooleval, reports = build_sides(config, opts.grading,
                                           False if opts.no_violation_marks else None)
