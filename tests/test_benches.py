@@ -260,6 +260,59 @@ def test_bench_overhead_forces_a_full_collection_before_a_measurement_only_with_
     assert forced == ([2, 2] if reset else [])
 
 
+@pytest.mark.parametrize("mode", ["phase", "carry", "reset"])
+def test_bench_overhead_starts_both_measurements_of_a_pair_from_one_collector_phase(
+        mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """By default both measurements of a pair start from the same phase of the collector, one
+    that moves from pair to pair (``gc_phase``): with the state carried over (``--gc-carry``,
+    the default of 8f8b516) where a full collection falls follows the order bare, tooleval /
+    tooleval, bare, not the side that causes it (``--calls 10 --graders none --spans 6000``:
+    one in each of 20 bare measurements, in 10 of the tooleval side's 20)."""
+    import argparse
+
+    import bench_overhead
+    phases: list[tuple[str, Any]] = []
+    real_measure = bench_overhead.measure
+
+    def spy(side: Any, workload: Any, runs: int, both: Any, split: bool = False,
+            gc_reset: bool = False, phase: Any = None) -> Any:
+        phases.append((side.name, phase))
+        return real_measure(side, workload, runs, both, split, gc_reset, phase)
+
+    monkeypatch.setattr(bench_overhead, "measure", spy)
+    bare, tooleval, _ = bench_overhead.build_sides(bench_overhead.graders_config("none"))
+    opts = argparse.Namespace(pairs=7, spans=8, runs=1, root_runs=1, warmup=1, no_gc=False,
+                              gc_reset=mode == "reset", gc_carry=mode == "carry", split=False)
+    try:
+        got = bench_overhead.bench_size(bench_overhead.Workload(1, 5, "web"),
+                                        (bare, tooleval), opts)
+    finally:
+        for side in (bare, tooleval):
+            side.provider.shutdown()
+    assert got["gc"] == mode and len(phases) == 14
+    pairs = [dict(phases[i:i + 2]) for i in range(0, 14, 2)]
+    assert all(set(pair) == {"bare", "tooleval"} for pair in pairs)
+    if mode == "phase":
+        assert all(pair["bare"] == pair["tooleval"] is not None for pair in pairs)
+        assert len({pair["bare"] for pair in pairs}) == 7   # a new phase for every pair
+    else:
+        assert all(phase is None for _, phase in phases)
+
+
+def test_bench_overhead_sets_the_collector_phase() -> None:
+    """``set_gc_phase((k, j))``: a full collection, then k of the middle generation and j of
+    the young one; the phases of ``gc_phase`` cover the collector's period."""
+    import gc
+
+    import bench_overhead
+    bench_overhead.set_gc_phase((3, 7))
+    assert gc.get_count()[1:] == (7, 3)
+    _, middle, oldest = gc.get_threshold()
+    seen = {bench_overhead.gc_phase(pair) for pair in range(1, 200)}
+    assert all(0 <= k <= oldest and 0 <= j <= middle for k, j in seen)
+    assert {k for k, _ in seen} == set(range(oldest + 1))
+
+
 def test_bench_collector_runs_each_side_alone(capfd: pytest.CaptureFixture[str],
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """``bench_collector``: each side driven alone in a child process of its own, the

@@ -15,7 +15,7 @@ and the CPU it spent in full collections. The sides alternate, ``--repeat`` time
 What it tells: whether the processor makes the collector work more in a process that runs for
 long (more full collections per span, or costlier ones), which a measurement of a few thousand
 spans cannot tell apart from where the collector's thresholds happen to fall
-(docs/performance.md, "Overhead on plain and mixed traffic"). Nothing here is a target.
+(docs/performance-log.md, "Sixth round"). Nothing here is a target.
 
 ``main(argv)`` returns the figures as a dict.
 """

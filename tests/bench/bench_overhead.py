@@ -6,7 +6,8 @@ A standalone script, not a pytest test (pytest collects ``test_*.py`` only)::
                                          [--runs N] [--root-runs N] [--config PATH] [--no-gc]
                                          [--grading thread|process] [--graders all|one|none]
                                          [--no-violation-marks] [--opcodes]
-                                         [--traffic agent|web|mixed] [--split] [--gc-reset]
+                                         [--traffic agent|web|mixed] [--split]
+                                         [--gc-reset | --gc-carry]
 
 Both sides are built once, in the same process, with the same kind of exporter (one that drops
 everything) behind a ``BatchSpanProcessor``:
@@ -39,16 +40,24 @@ Measurement, per run size: after a warm-up, the two sides alternate in pairs (ba
 with ``time.perf_counter_ns`` (wall clock) and ``time.thread_time_ns`` (CPU time of the
 application thread only). ``force_flush`` is called on both providers outside the timed section
 before every measurement, so the batch queues start empty and the grading queue is drained. The
-cyclic collector runs as it would in the application: one full collection before the
-warm-up, then none forced, so its state carries over from one measurement to the next and a full
-collection (the collector's own, every eleventh of its middle generation's, ~12 ms of a heap
-this size) falls in a measurement with a chance in proportion to the collections that side
-causes. ``--gc-reset`` forces a full collection before every measurement instead (the default
-until 2026-11-29): every measurement then starts from the same state, and a side that
-allocates a little more crosses the collector's threshold for a full collection inside some of
-its measurements while the other side, just under it, never does, a cliff of 6-9% of the ratio
-that moves with ``--spans`` (docs/performance.md, "Overhead on plain and mixed traffic"). The
-full collections inside the timed sections are counted and printed for each side. The
+cyclic collector starts both measurements of a pair from the same state, at a phase that moves
+from pair to pair: a full collection, then ``k`` collections of the middle generation and ``j``
+of the young one (``gc_phase``: ``k`` and ``j`` from 0 to 10, a golden-ratio sweep over the 121
+phases), so a full collection (the collector's own, every eleventh of its middle generation's,
+~12 ms of a heap this size) falls inside a measurement with a chance in proportion to the
+collections that side itself causes, and inside both of a pair where both cause as many.
+``--gc-carry`` lets the collector's state carry over from one measurement to the next instead
+(the default of 2026-11-29): where a full collection falls then follows the order of the
+measurements, not the side that causes it (bare, tooleval / tooleval, bare locks onto the
+collector's period: ``--calls 10 --graders none --spans 6000`` put one in every bare
+measurement and in half of the tooleval side's:
+docs/performance-log.md, "Review of the sixth round"). ``--gc-reset`` forces a full collection
+before every measurement and nothing else (the default until 2026-11-29): every measurement
+starts from the same state, and a side
+that allocates a little more crosses the collector's threshold for a full collection inside
+some of its measurements while the other side, just under it, never does, a cliff of 6-9% of
+the ratio that moves with ``--spans`` (docs/performance-log.md, "Sixth round"). The full
+collections inside the timed sections are counted and printed for each side. The
 batch processors' worker threads run during the timed section on both sides alike; the tooleval
 side also has its grading thread, which competes for the GIL: that is part of its cost in
 wall-clock time but not in application-thread CPU time. The figure is the median of the
@@ -465,13 +474,38 @@ class Measurement:
         return self.proc_ns / self.spans / 1000
 
 
+def gc_phase(pair: int) -> tuple[int, int]:
+    """The collector's phase both measurements of ``pair`` start from: ``(k, j)``, collections
+    of the middle and young generations after a full one (each 0-10 with the default
+    thresholds), a golden-ratio sweep of the phases, so pairs spread over them evenly."""
+    _, middle, oldest = gc.get_threshold()
+    p = int((pair * 0.6180339887498949) % 1.0 * (oldest + 1) * (middle + 1))
+    return p // (middle + 1), p % (middle + 1)
+
+
+def set_gc_phase(phase: tuple[int, int]) -> None:
+    """A full collection, then ``k`` of the middle generation and ``j`` of the young one:
+    ``gc.get_count()`` is then ``(0, j, k)``."""
+    k, j = phase
+    gc.collect()
+    for _ in range(k):
+        gc.collect(1)
+    for _ in range(j):
+        gc.collect(0)
+
+
 def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side],
-            split: bool = False, gc_reset: bool = False) -> Measurement:
+            split: bool = False, gc_reset: bool = False,
+            phase: tuple[int, int] | None = None) -> Measurement:
+    """One timed measurement. The collector: a full collection first (``gc_reset``), or set
+    to ``phase`` (``set_gc_phase``), or (neither) as the previous measurement left it."""
     for s in both:  # outside the timed section: empty batch queues, drained grading queue
         s.flush()
     tracer = side.tracer
     if gc_reset:
         gc.collect()
+    elif phase is not None:
+        set_gc_phase(phase)
     FULL_COLLECTIONS.side = side.name
     try:
         return _measure(tracer, workload, runs, split)
@@ -612,6 +646,17 @@ def _per_run(value: int | None, spans: int, workload: Workload, minimum: int) ->
     return max(minimum, round(spans / workload.spans_per_run))
 
 
+GC_MODES = {
+    "phase": "each pair's two measurements started from the same phase of the collector",
+    "carry": "the collector carried over from one measurement to the next",
+    "reset": "forced before every measurement",
+}
+
+
+def _gc_mode(opts: argparse.Namespace) -> str:
+    return "reset" if opts.gc_reset else "carry" if getattr(opts, "gc_carry", False) else "phase"
+
+
 def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Namespace
                ) -> dict[str, Any]:
     """The paired measurements of one run size; prints its table, returns its figures."""
@@ -623,8 +668,9 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     exported_before = bare.exporter.spans, tooleval.exporter.spans
     started = time.perf_counter()
 
-    # The collector's state carries over from here, through the warm-up (--gc-reset: a full
-    # collection before every measurement instead): no side starts on a fresh collector.
+    # One full collection before the warm-up; then each pair's measurements start from the
+    # same phase of the collector (gc_phase), or as the previous one left it (--gc-carry), or
+    # from a full collection (--gc-reset).
     gc.collect()
     for side in both:  # warm-up: first-call costs, worker threads started, caches filled
         for _ in range(warmup):
@@ -649,12 +695,13 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
     bare_us, tool_us, bare_cpu, tool_cpu = [], [], [], []
     for pair in range(1, opts.pairs + 1):
         # Alternate which side goes first, so a drift in the machine's load favours neither.
+        phase = gc_phase(pair) if _gc_mode(opts) == "phase" else None
         if pair % 2:
-            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset)
-            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset)
+            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset, phase)
+            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset, phase)
         else:
-            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset)
-            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset)
+            t = measure(tooleval, workload, runs, both, opts.split, opts.gc_reset, phase)
+            b = measure(bare, workload, runs, both, opts.split, opts.gc_reset, phase)
         if b.web_cpu_ns and b.agent_cpu_ns:
             split_ratios.append((t.web_cpu_ns / b.web_cpu_ns, t.agent_cpu_ns / b.agent_cpu_ns))
         ratio = t.wall_ns / b.wall_ns
@@ -679,7 +726,7 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
           f"{med(tool_cpu) - med(bare_cpu):.1f} us application-thread CPU")
     full = {name: FULL_COLLECTIONS.counts[name] - full_before[name] for name in full_before}
     print(f"full collections inside the timed sections: bare {full['bare']}, tooleval "
-          f"{full['tooleval']} ({'forced before every measurement' if opts.gc_reset else 'the collector carried over from one measurement to the next'})")
+          f"{full['tooleval']} ({GC_MODES[_gc_mode(opts)]})")
 
     # root.end() on the application thread: grading on vs. the same root on the bare SDK
     root_ratios, root_bare, root_tool = [], [], []
@@ -736,7 +783,7 @@ def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Names
         "root_end_ratio": med(root_ratios), "root_end_bare_us": med(root_bare) / 1000,
         "root_end_tooleval_us": med(root_tool) / 1000,
         "runs_graded": graded, "runs_expected": expected, "drops": drops,
-        "full_collections": full, "gc_reset": opts.gc_reset,
+        "full_collections": full, "gc_reset": opts.gc_reset, "gc": _gc_mode(opts),
         "spans_sent": sent, "exported_bare": exported[0], "exported_tooleval": exported[1],
         **({"split_cpu_ratios": {"web": med([w for w, _ in split_ratios]),
                                  "agent": med([a for _, a in split_ratios])}}
@@ -771,9 +818,13 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                              f"{WEB_PER_AGENT} web requests (mixed)")
     parser.add_argument("--no-gc", action="store_true",
                         help="disable the cyclic GC in the timed sections")
-    parser.add_argument("--gc-reset", action="store_true",
-                        help="a full collection before every measurement (the default until "
-                             "2026-11-29; see the module's docstring)")
+    gc_mode = parser.add_mutually_exclusive_group()
+    gc_mode.add_argument("--gc-reset", action="store_true",
+                         help="a full collection before every measurement (the default until "
+                              "2026-11-29; see the module's docstring)")
+    gc_mode.add_argument("--gc-carry", action="store_true",
+                         help="the collector's state carried over from one measurement to the "
+                              "next (the default of 2026-11-29; see the module's docstring)")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
                         help="grading.mode of the tooleval side (default: the config's)")
     parser.add_argument("--no-violation-marks", action="store_true",
