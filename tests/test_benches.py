@@ -265,7 +265,7 @@ def test_bench_overhead_starts_both_measurements_of_a_pair_from_one_collector_ph
         mode: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """By default both measurements of a pair start from the same phase of the collector, one
     that moves from pair to pair (``gc_phase``): with the state carried over (``--gc-carry``,
-    the default of 8f8b516) where a full collection falls follows the order bare, tooleval /
+    tried first, in 8f8b516) where a full collection falls follows the order bare, tooleval /
     tooleval, bare, not the side that causes it (``--calls 10 --graders none --spans 6000``:
     one in each of 20 bare measurements, in 10 of the tooleval side's 20)."""
     import argparse

@@ -47,7 +47,7 @@ phases), so a full collection (the collector's own, every eleventh of its middle
 ~12 ms of a heap this size) falls inside a measurement with a chance in proportion to the
 collections that side itself causes, and inside both of a pair where both cause as many.
 ``--gc-carry`` lets the collector's state carry over from one measurement to the next instead
-(the default of 2026-11-29): where a full collection falls then follows the order of the
+(tried first on 2026-11-29): where a full collection falls then follows the order of the
 measurements, not the side that causes it (bare, tooleval / tooleval, bare locks onto the
 collector's period: ``--calls 10 --graders none --spans 6000`` put one in every bare
 measurement and in half of the tooleval side's:
@@ -824,7 +824,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
                               "2026-11-29; see the module's docstring)")
     gc_mode.add_argument("--gc-carry", action="store_true",
                          help="the collector's state carried over from one measurement to the "
-                              "next (the default of 2026-11-29; see the module's docstring)")
+                              "next (tried first on 2026-11-29; see the module's docstring)")
     parser.add_argument("--grading", choices=("thread", "process"), default=None,
                         help="grading.mode of the tooleval side (default: the config's)")
     parser.add_argument("--no-violation-marks", action="store_true",
