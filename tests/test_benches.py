@@ -253,6 +253,7 @@ def test_bench_overhead_forces_a_full_collection_before_a_measurement_only_with_
             got = bench_overhead.measure(side, workload, 2, (bare, tooleval), gc_reset=reset)
             assert got.spans == 2 * workload.spans_per_run and got.cpu_ns > 0
             assert bench_overhead.FULL_COLLECTIONS.side is None
+            assert bench_overhead.FULL_COLLECTIONS not in bench_overhead.gc.callbacks
     finally:
         monkeypatch.setattr(bench_overhead.gc, "collect", real_collect)
         for side in (bare, tooleval):

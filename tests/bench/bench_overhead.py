@@ -507,9 +507,11 @@ def measure(side: Side, workload: Workload, runs: int, both: Sequence[Side],
     elif phase is not None:
         set_gc_phase(phase)
     FULL_COLLECTIONS.side = side.name
+    gc.callbacks.append(FULL_COLLECTIONS)   # counting only inside the timed section
     try:
         return _measure(tracer, workload, runs, split)
     finally:
+        gc.callbacks.remove(FULL_COLLECTIONS)
         FULL_COLLECTIONS.side = None
 
 
@@ -846,8 +848,6 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     if min(sizes) < 1 or opts.per_turn < 1 or (opts.runs is not None and opts.runs < 1):
         parser.error("--calls, --per-turn and --runs must be positive")
 
-    if FULL_COLLECTIONS not in gc.callbacks:
-        gc.callbacks.append(FULL_COLLECTIONS)
     config = opts.config if opts.config is not None else graders_config(opts.graders)
     bare, tooleval, reports = build_sides(config, opts.grading,
                                           False if opts.no_violation_marks else None)
