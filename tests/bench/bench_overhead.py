@@ -656,7 +656,7 @@ GC_MODES = {
 
 
 def _gc_mode(opts: argparse.Namespace) -> str:
-    return "reset" if opts.gc_reset else "carry" if getattr(opts, "gc_carry", False) else "phase"
+    return "reset" if opts.gc_reset else "carry" if opts.gc_carry else "phase"
 
 
 def bench_size(workload: Workload, both: tuple[Side, Side], opts: argparse.Namespace
