@@ -23,7 +23,7 @@ from opentelemetry.sdk.trace import ReadableSpan
 
 from .assembly import SETTLE_EVERY, TraceBuffers, TraceState
 
-__all__ = ["GradingQueue"]
+__all__ = ["LIVE_SWEPT_PAST", "GradingQueue"]
 
 _SWEEP_SECONDS = 1.0
 _POLL_SECONDS = 0.05
@@ -31,7 +31,7 @@ _BUSY_SECONDS = 0.05
 _BUSY_POLL_SECONDS = 0.002
 #: Open plain spans (``TraceBuffers._live``) past which plain traffic starts the grading
 #: thread, whose sweep forgets those that never end (``_start_sweeping``).
-_LIVE_SWEPT_PAST = 1024
+LIVE_SWEPT_PAST = 1024
 #: The grading thread's current item while it pops the next (``_pop``).
 _TAKING = object()
 
@@ -65,7 +65,7 @@ class GradingQueue:
         full."""
         queue_ = self._queue
         if not queue_ and self._current is None and self._offload is None:
-            if len(self._buffers._live) > _LIVE_SWEPT_PAST and self._worker is None:
+            if len(self._buffers._live) > LIVE_SWEPT_PAST and self._worker is None:
                 self._start_sweeping()
             return False   # nothing before it to keep order with: forwarded now
         if self._worker is not None and len(queue_) < self._queue_limit:
@@ -77,7 +77,7 @@ class GradingQueue:
 
     def _start_sweeping(self) -> None:
         """Plain traffic alone starts no grading thread, and only that thread sweeps: with
-        more than ``_LIVE_SWEPT_PAST`` open plain spans (spans the application never ends pile
+        more than ``LIVE_SWEPT_PAST`` open plain spans (spans the application never ends pile
         up there), it is started, to forget them at the run TTL (``TraceBuffers.sweep``)."""
         try:
             self._wake_worker()

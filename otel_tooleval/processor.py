@@ -117,7 +117,6 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                                           on_session=on_session, id_generator=id_generator)
         self._shutdown = False
         self._seen_span = False
-        self._install_hooks()
         self._reported: dict[str, object] = {}
         self.graded: Counter[str] = Counter()
         self._offload: GradingProcess | None = None
@@ -127,6 +126,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                 drop=self._drop_in_flight, report=self._report,
                 full_details=on_report is not None)
         self._init_worker_state()
+        self._install_hooks()   # after the queue: the hooks read it (``span_hooks``' holder)
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
             os.register_at_fork(after_in_child=lambda: (m := ref()) and m())
@@ -160,8 +160,8 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         self._buffers.reset_after_fork()
         if self._sessions is not None:
             self._sessions.open.reset()
-        self._install_hooks()   # the hooks hold the buffers' dicts of before the fork
         self._init_worker_state()
+        self._install_hooks()   # the hooks hold the buffers' dicts and the queue of before the fork
         if self._offload is not None:
             self._offload.after_fork_in_child()
 
@@ -204,7 +204,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
             hooks = forwarding_hooks(self._downstream, self._report)
         else:
             hooks = span_hooks(self._buffers, self._downstream, self._hand_over, self._report,
-                               self._guard, self._hand_over_plain, self._settle_soon)
+                               self._guard, self._hand_over_plain, self._settle_soon, self)
         self._hooks = hooks
         self._backlog = batch_backlog(self._downstream)
         # With the downstream it belongs to, read as one: a setter half-way through (the new

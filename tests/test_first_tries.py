@@ -193,7 +193,7 @@ def test_serve_with_no_next_hop_starts_grades_and_says_once_it_forwards_nowhere(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
-    log = (tmp_path / "serve.log").open("w+")
+    log = (tmp_path / "serve.log").open("w")
     process = subprocess.Popen(
         [sys.executable, "-m", "otel_tooleval.cli", "serve", "--config",
          str(ROOT / "otel_tooleval/demo/graders.yaml"), "--grpc", "off", "--http",
@@ -212,8 +212,10 @@ def test_serve_with_no_next_hop_starts_grades_and_says_once_it_forwards_nowhere(
                 assert status == 200
                 break
             except OSError:
-                log.seek(0)
-                assert process.poll() is None and time.monotonic() < deadline, log.read()
+                # The log read by path: a seek on ``log``, whose offset the child's stderr
+                # shares, made the child's next line overwrite the log from its start.
+                assert process.poll() is None and time.monotonic() < deadline, (
+                    tmp_path / "serve.log").read_text()
                 time.sleep(0.05)
         while "serve: run agent=" not in (tmp_path / "serve.log").read_text():
             assert time.monotonic() < deadline, (tmp_path / "serve.log").read_text()

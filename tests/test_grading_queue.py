@@ -9,7 +9,7 @@ from collections import deque
 from typing import Any
 
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor, TracerProvider
 
 from otel_tooleval import grading_queue
 from tests.support.harness import Harness
@@ -41,6 +41,52 @@ def test_a_plain_root_with_nothing_before_it_is_forwarded_by_the_application_thr
                                             attributes={"http.request.method": "GET"}):
             pass
         assert threads.seen == [("GET /items", threading.get_ident())]
+    finally:
+        h.close()
+
+
+def test_a_plain_root_ending_while_the_grading_thread_holds_an_item_is_forwarded_after_it(
+        ) -> None:
+    """The queue is empty but the grading thread has an item in its hands (``_current``): a
+    web request's root that ends then is queued behind it, forwarded by the grading thread,
+    not by the application thread ahead of what it holds."""
+    threads = Threads()
+    h = Harness(CONFIG, downstream=threads)
+    try:
+        h.agent_run(["search"], agent="a")
+        assert h.flush() and h.processor._worker is not None
+        threads.seen.clear()
+        h.processor._current = object()   # taken from the queue, not finished
+        with h.tracer.start_as_current_span("GET /items",
+                                            attributes={"http.request.method": "GET"}):
+            pass
+        h.processor._current = None
+        assert h.flush()
+        assert [name for name, _ in threads.seen] == ["GET /items"]
+        assert threads.seen[0][1] == h.processor._worker.ident != threading.get_ident()
+    finally:
+        h.close()
+
+
+def test_a_plain_root_ending_behind_a_queued_item_is_forwarded_after_it() -> None:
+    """An item queued that the grading thread has not taken yet (it polls): a web request's
+    root that ends then is queued behind it, not forwarded ahead of it."""
+    threads = Threads()
+    h = Harness(CONFIG, downstream=threads)
+    try:
+        h.agent_run(["search"], agent="a")
+        assert h.flush() and h.processor._worker is not None
+        threads.seen.clear()
+        elsewhere = TracerProvider()   # a plain root ended before, queued (as roots are)
+        with elsewhere.get_tracer("t").start_as_current_span("GET /first") as first:
+            pass
+        h.processor._queue.append(first)
+        with h.tracer.start_as_current_span("GET /items",
+                                            attributes={"http.request.method": "GET"}):
+            pass
+        assert h.flush()
+        worker = h.processor._worker.ident
+        assert threads.seen == [("GET /first", worker), ("GET /items", worker)]
     finally:
         h.close()
 

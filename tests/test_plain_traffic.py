@@ -281,6 +281,16 @@ def test_the_keys_a_guard_reads_calls_by_are_among_the_kind_keys() -> None:
     assert TOOL_KEYS is not None and TOOL_KEYS <= KIND_KEYS
 
 
+def test_the_keys_that_mark_a_framework_span_are_among_the_kind_keys() -> None:
+    """A plain local root that ends is tested for a framework scope only: its attributes were
+    just found to hold no kind key (hook_bodies.on_end), which rules out a framework kind too
+    only while every key ``is_framework_span`` reads is a key ``span_kind`` reads."""
+    from otel_tooleval.conventions.kinds import KIND_KEYS
+    from otel_tooleval.conventions.registry import FRAME_KEYS
+
+    assert FRAME_KEYS and set(FRAME_KEYS) <= KIND_KEYS
+
+
 NAMED: dict[str, Any] = {**CONFIG, "runs": {"agent_span_names": ["^support_bot$"]}}
 
 
