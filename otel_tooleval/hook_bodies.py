@@ -34,26 +34,11 @@ from .conventions.registry import AGENT_SPAN_PREFIXES, FRAMEWORK_SCOPES
 from .grading_queue import LIVE_SWEPT_PAST
 from .live_guard import GuardEntry, GuardStart
 
-__all__ = ["BOUND", "DONE", "bind", "kind_keys_absent", "prefix_bounds"]
-
-
-def prefix_bounds(prefixes: tuple[str, ...]) -> tuple[str, str]:
-    """``(lo, hi)`` such that every string that starts with one of ``prefixes`` lies in
-    ``lo <= s < hi`` (strings compare by code point): the least prefix, and the greatest
-    prefix with its last character raised by one (a string that starts with ``p`` sorts
-    before ``p`` so raised, and one that does not, with ``p``'s characters before the last,
-    sorts elsewhere). A string in the range may still start with none of them when there are
-    several: ``startswith`` decides then. With no prefix, an empty range."""
-    if not prefixes:
-        return "\U0010ffff", ""
-    if any(not p or p[-1] == "\U0010ffff" for p in prefixes):
-        raise ValueError(f"no bounds for the prefixes {prefixes!r}")
-    return min(prefixes), max(p[:-1] + chr(ord(p[-1]) + 1) for p in prefixes)
+__all__ = ["BOUND", "DONE", "bind", "kind_keys_absent"]
 
 
 # -- the same for every processor ------------------------------------------------------------
 agent_prefixes = AGENT_SPAN_PREFIXES
-agent_lo, agent_hi = prefix_bounds(agent_prefixes)
 framework_scopes = FRAMEWORK_SCOPES
 operation_key, agent_operations = OPERATION_KEY, AGENT_OPERATIONS
 other_agent_keys_absent = OTHER_AGENT_KEYS.isdisjoint
@@ -207,11 +192,7 @@ def on_end(span: Any) -> None:
                 state = traces_get(tid)   # adopted by a promotion meanwhile: as tracked
             else:   # a span of a plain trace
                 parent = span._parent
-                # Not named as an agent: one or two string comparisons for most names
-                # (``_prefix_bounds``), not a call to startswith (its arguments parsed).
-                if unmarked(span._attributes._dict) and not (
-                        agent_lo <= span._name < agent_hi
-                        and span._name.startswith(agent_prefixes)):
+                if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
                     if parent is not None and not parent[2]:
                         try:   # the usual one: of no kind, not a local root
                             if ctx[3] & 1 or every:   # sampled, or not ours to decide

@@ -1,5 +1,5 @@
-"""The span hooks' bodies (``hook_bodies.py``): bound per processor as globals, not cells, and
-the agent-name test of a plain span's end done by comparing strings."""
+"""The span hooks' bodies (``hook_bodies.py``): bound per processor as their globals, not as a
+closure's cells."""
 
 from __future__ import annotations
 
@@ -10,49 +10,11 @@ from typing import Any
 import pytest
 
 from otel_tooleval import hook_bodies
-from otel_tooleval.conventions.registry import AGENT_SPAN_PREFIXES
-from otel_tooleval.hook_bodies import BOUND, bind, prefix_bounds
+from otel_tooleval.hook_bodies import BOUND, bind
 from tests.support.harness import Harness
 
 CONFIG: dict[str, Any] = {"graders": [
     {"name": "no-delete", "type": "tool-calls", "config": {"disallowed": ["^delete$"]}}]}
-
-
-def _names(prefixes: tuple[str, ...]) -> list[str]:
-    """Names around each prefix: itself, longer, shorter, and with its last character one
-    lower or higher (then longer), plus names far from any."""
-    names = ["", "a", "GET /items", "render", "\U0010ffff", "zzz", "agent_run", "agent_run ["]
-    for p in prefixes:
-        last = ord(p[-1])
-        for tail in ("", "x]", "\U0010ffff"):
-            names += [p + tail, p[:-1] + chr(last - 1) + tail, p[:-1] + chr(last + 1) + tail]
-        names += [p[:-1], p[:-2], p[:-1] + "\U0010ffff"]
-    return names
-
-
-@pytest.mark.parametrize("prefixes", [AGENT_SPAN_PREFIXES, ("agent_run [",), ("b", "ab["),
-                                      ("x", "xy", "é["), ()])
-def test_every_name_that_starts_with_a_prefix_is_within_the_bounds(
-        prefixes: tuple[str, ...]) -> None:
-    lo, hi = prefix_bounds(prefixes)
-    for name in _names(prefixes):
-        if name.startswith(prefixes) if prefixes else False:
-            assert lo <= name < hi, (prefixes, name)
-        if len(prefixes) == 1:   # one prefix: the bounds alone decide
-            assert (lo <= name < hi) == name.startswith(prefixes), (prefixes, name)
-    if not prefixes:
-        assert not any(lo <= name < hi for name in _names(prefixes))
-
-
-def test_a_prefix_without_bounds_is_refused() -> None:
-    for prefixes in (("",), ("a", "b\U0010ffff")):
-        with pytest.raises(ValueError, match="no bounds"):
-            prefix_bounds(prefixes)
-
-
-def test_the_agent_name_bounds_are_the_registrys() -> None:
-    assert (hook_bodies.agent_lo, hook_bodies.agent_hi) == prefix_bounds(AGENT_SPAN_PREFIXES)
-    assert hook_bodies.agent_prefixes == AGENT_SPAN_PREFIXES
 
 
 def test_binding_without_a_declared_name_fails_there_not_in_a_hook() -> None:
