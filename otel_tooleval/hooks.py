@@ -4,8 +4,10 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
 ``span.start()`` / ``span.end()``, so what they cost is the processor's overhead per span
 (``tests/bench/bench_hooks.py`` times them alone). Hence, each choice measured:
 
-- They are closures over what they read, which the processor installs on itself, where they
-  shadow its methods: one Python frame per hook, no attribute lookups on the processor.
+- Their bodies (``hook_bodies.py``) read what they need as globals, bound per processor
+  (``hook_bodies.bind``), not as a closure's cells, which a call copies into its frame and
+  releases, 47 per span; the processor installs them on itself, where they shadow its
+  methods: one Python frame per hook, no attribute lookups on the processor.
 - ``TraceBuffers``' hot path is inline; it is called into only for what is rare (a new trace
   or local root, a run decision, a drop, a late span).
 - They read the SDK span's fields (``_context``, ``_parent``, ``_attributes._dict``, ``_name``,
@@ -28,6 +30,9 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   bytecode (docs/performance-log.md, "Why the hooks cost 4x ..."): what they read and test is
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
   ``conventions:`` mapping, named agents) sits behind one test each.
+- A plain trace's local root is forwarded inline unless the grading thread holds something
+  (``holder``'s queue or current item) or the open plain spans call for a sweep; only then is
+  ``hand_over_plain`` called.
 
 Every hook contains every failure (ARCHITECTURE: never raise into the application) and still
 forwards the span. The buffers' dicts are bound when the hooks are built: the processor
