@@ -169,3 +169,23 @@ def test_the_thread_polls_quickly_after_an_item_then_slowly_then_sleeps(
     finally:
         processor._queue.clear()
         h.close()
+
+
+def test_with_a_grading_process_every_plain_root_goes_to_the_grading_thread() -> None:
+    """``grading.mode: process``: the runs the grading process holds are in neither the queue
+    nor ``_current``, so the hooks do not forward a plain root inline however empty those look
+    (``span_hooks``' holder: ``_EVERY_ROOT``); ``_hand_over_plain`` queues it, as in 9fe1f83."""
+    threads = Threads()
+    h = Harness({**CONFIG, "grading": {"mode": "process"}}, downstream=threads)
+    try:
+        h.agent_run(["search"], agent="a")
+        assert h.flush() and h.processor._worker is not None
+        assert not h.processor._queue and h.processor._current is None
+        threads.seen.clear()
+        with h.tracer.start_as_current_span("GET /items",
+                                            attributes={"http.request.method": "GET"}):
+            pass
+        assert h.flush()
+        assert threads.seen == [("GET /items", h.processor._worker.ident)]
+    finally:
+        h.close()
