@@ -31,7 +31,6 @@ from .conventions.kinds import (
     agent_kind,
 )
 from .conventions.registry import AGENT_SPAN_PREFIXES, FRAMEWORK_SCOPES
-from .grading_queue import LIVE_SWEPT_PAST
 from .live_guard import GuardEntry, GuardStart
 
 __all__ = ["BOUND", "DONE", "bind", "kind_keys_absent"]
@@ -45,7 +44,6 @@ other_agent_keys_absent = OTHER_AGENT_KEYS.isdisjoint
 #: No key span_kind reads, so no kind (one C call: ``frozenset.isdisjoint``).
 kind_keys_absent = KIND_KEYS.isdisjoint
 settle_at = SETTLE_EVERY
-swept_past = LIVE_SWEPT_PAST
 #: ``plain_end``'s answer for a span it forwarded or queued.
 DONE = object()
 
@@ -82,6 +80,7 @@ hand_over: Callable[[RunJob | EndedRoot], bool]
 hand_over_plain: Callable[[Any], bool]
 report: Callable[[str], None]
 holder: Any
+swept_past: int
 
 
 def named_kind(span: Any, attrs: Any) -> int:

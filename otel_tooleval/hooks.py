@@ -7,7 +7,8 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
 - Their bodies (``hook_bodies.py``) read what they need as globals, bound per processor
   (``hook_bodies.bind``), not as a closure's cells, which a call copies into its frame and
   releases, 47 per span; the processor installs them on itself, where they shadow its
-  methods: one Python frame per hook, no attribute lookups on the processor.
+  methods: one Python frame per hook, no attribute lookups on the processor but two at a
+  plain trace's local root (below).
 - ``TraceBuffers``' hot path is inline; it is called into only for what is rare (a new trace
   or local root, a run decision, a drop, a late span).
 - They read the SDK span's fields (``_context``, ``_parent``, ``_attributes._dict``, ``_name``,
@@ -31,8 +32,9 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
   ``conventions:`` mapping, named agents) sits behind one test each.
 - A plain trace's local root is forwarded inline unless the grading thread holds something
-  (``holder``'s queue or current item) or the open plain spans call for a sweep; only then is
-  ``hand_over_plain`` called.
+  (``holder``'s queue or current item) or more than ``LIVE_SWEPT_PAST`` plain spans are open
+  (a sweep is due); only then is ``hand_over_plain`` called. With a grading process, every
+  plain root is handed to it (the hooks do not look into what the process holds).
 
 Every hook contains every failure (ARCHITECTURE: never raise into the application) and still
 forwards the span. The buffers' dicts are bound when the hooks are built: the processor
@@ -47,7 +49,7 @@ from typing import Any, NamedTuple, Protocol
 
 from opentelemetry.context import Context
 
-from . import hook_bodies
+from . import grading_queue, hook_bodies
 from ._compat import batch_emit, start_and_ending_hooks
 from .assembly import EndedRoot, RunJob, TraceBuffers, TraceState
 from .live_guard import GuardEntry, GuardStart, LiveGuard
@@ -104,13 +106,15 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     more than ``SETTLE_EVERY`` deferred spans (``defer`` below; without it, they are settled
     on the application thread, at once). ``holder``: what ``hand_over_plain`` reads to tell
     whether the grading thread holds anything (its queue and current item): when it holds
-    nothing, the hooks forward a plain root without calling it (a call per plain trace saved);
-    without one, or with a grading process, every plain root is handed to it.
+    nothing and no more than ``grading_queue.LIVE_SWEPT_PAST`` plain spans are open, the hooks
+    forward a plain root without calling it (a call per plain trace saved); without a holder,
+    or with a grading process, every plain root is handed to it.
     """
     if hand_over_plain is None:
         hand_over_plain = _refuse
     if holder is None or holder._offload is not None:
         holder = _EVERY_ROOT   # every plain root is hand_over_plain's to forward or queue
+    swept_past = grading_queue.LIVE_SWEPT_PAST   # read as the hooks are built, as the rest
     traces = buffers._traces
     traces_get = traces.get
     max_spans, max_calls, max_bytes = buffers._max_spans, buffers._max_calls, buffers._max_bytes

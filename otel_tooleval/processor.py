@@ -126,7 +126,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                 drop=self._drop_in_flight, report=self._report,
                 full_details=on_report is not None)
         self._init_worker_state()
-        self._install_hooks()   # after the queue: the hooks read it (``span_hooks``' holder)
+        self._install_hooks()   # after _offload: span_hooks reads it (``holder``)
         if hasattr(os, "register_at_fork"):
             ref = weakref.WeakMethod(self._after_fork_in_child)
             os.register_at_fork(after_in_child=lambda: (m := ref()) and m())
@@ -161,7 +161,7 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
         if self._sessions is not None:
             self._sessions.open.reset()
         self._init_worker_state()
-        self._install_hooks()   # the hooks hold the buffers' dicts and the queue of before the fork
+        self._install_hooks()   # the hooks hold the buffers' dicts of before the fork
         if self._offload is not None:
             self._offload.after_fork_in_child()
 
@@ -182,7 +182,8 @@ class ToolEvalSpanProcessor(GradingQueue, ViolationMarks, SpanProcessor):
                 self._worker = worker
 
     # -- SpanProcessor hooks (application thread) ------------------------------------------------
-    # The SDK calls the hooks the instance holds: closures from hooks.py, one Python frame each.
+    # The SDK calls the hooks the instance holds: hook_bodies.py's, bound to this processor
+    # (hooks.span_hooks), one Python frame each.
     # The methods below are what they shadow, reached by a subclass's super() call.
 
     @property
