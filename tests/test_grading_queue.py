@@ -28,18 +28,33 @@ class Threads(SpanProcessor):
         self.seen.append((span.name, threading.get_ident()))
 
 
-def test_a_plain_root_with_nothing_before_it_is_forwarded_by_the_application_thread() -> None:
-    """A grading thread runs (the service hosts an agent), but holds nothing: the web request's
-    root is forwarded inside its end(), not queued for a poll."""
+def _idle_grading_thread(config: dict[str, Any]) -> tuple[Harness, Threads]:
+    """A processor whose grading thread has graded one run and holds nothing, its downstream
+    recording from then on."""
     threads = Threads()
-    h = Harness(CONFIG, downstream=threads)
+    h = Harness(config, downstream=threads)
     try:
         h.agent_run(["search"], agent="a")
         assert h.flush() and h.processor._worker is not None
-        threads.seen.clear()
-        with h.tracer.start_as_current_span("GET /items",
-                                            attributes={"http.request.method": "GET"}):
-            pass
+    except BaseException:
+        h.close()
+        raise
+    threads.seen.clear()
+    return h, threads
+
+
+def _web_request(h: Harness) -> None:
+    """A plain trace of one span (its local root)."""
+    with h.tracer.start_as_current_span("GET /items", attributes={"http.request.method": "GET"}):
+        pass
+
+
+def test_a_plain_root_with_nothing_before_it_is_forwarded_by_the_application_thread() -> None:
+    """A grading thread runs (the service hosts an agent), but holds nothing: the web request's
+    root is forwarded inside its end(), not queued for a poll."""
+    h, threads = _idle_grading_thread(CONFIG)
+    try:
+        _web_request(h)
         assert threads.seen == [("GET /items", threading.get_ident())]
     finally:
         h.close()
@@ -50,16 +65,10 @@ def test_a_plain_root_ending_while_the_grading_thread_holds_an_item_is_forwarded
     """The queue is empty but the grading thread has an item in its hands (``_current``): a
     web request's root that ends then is queued behind it, forwarded by the grading thread,
     not by the application thread ahead of what it holds."""
-    threads = Threads()
-    h = Harness(CONFIG, downstream=threads)
+    h, threads = _idle_grading_thread(CONFIG)
     try:
-        h.agent_run(["search"], agent="a")
-        assert h.flush() and h.processor._worker is not None
-        threads.seen.clear()
         h.processor._current = object()   # taken from the queue, not finished
-        with h.tracer.start_as_current_span("GET /items",
-                                            attributes={"http.request.method": "GET"}):
-            pass
+        _web_request(h)
         h.processor._current = None
         assert h.flush()
         assert [name for name, _ in threads.seen] == ["GET /items"]
@@ -71,19 +80,13 @@ def test_a_plain_root_ending_while_the_grading_thread_holds_an_item_is_forwarded
 def test_a_plain_root_ending_behind_a_queued_item_is_forwarded_after_it() -> None:
     """An item queued that the grading thread has not taken yet (it polls): a web request's
     root that ends then is queued behind it, not forwarded ahead of it."""
-    threads = Threads()
-    h = Harness(CONFIG, downstream=threads)
+    h, threads = _idle_grading_thread(CONFIG)
     try:
-        h.agent_run(["search"], agent="a")
-        assert h.flush() and h.processor._worker is not None
-        threads.seen.clear()
         elsewhere = TracerProvider()   # a plain root ended before, queued (as roots are)
         with elsewhere.get_tracer("t").start_as_current_span("GET /first") as first:
             pass
         h.processor._queue.append(first)
-        with h.tracer.start_as_current_span("GET /items",
-                                            attributes={"http.request.method": "GET"}):
-            pass
+        _web_request(h)
         assert h.flush()
         worker = h.processor._worker.ident
         assert threads.seen == [("GET /first", worker), ("GET /items", worker)]
@@ -175,16 +178,10 @@ def test_with_a_grading_process_every_plain_root_goes_to_the_grading_thread() ->
     """``grading.mode: process``: the runs the grading process holds are in neither the queue
     nor ``_current``, so the hooks do not forward a plain root inline however empty those look
     (``span_hooks``' holder: ``_EVERY_ROOT``); ``_hand_over_plain`` queues it, as in 9fe1f83."""
-    threads = Threads()
-    h = Harness({**CONFIG, "grading": {"mode": "process"}}, downstream=threads)
+    h, threads = _idle_grading_thread({**CONFIG, "grading": {"mode": "process"}})
     try:
-        h.agent_run(["search"], agent="a")
-        assert h.flush() and h.processor._worker is not None
         assert not h.processor._queue and h.processor._current is None
-        threads.seen.clear()
-        with h.tracer.start_as_current_span("GET /items",
-                                            attributes={"http.request.method": "GET"}):
-            pass
+        _web_request(h)
         assert h.flush()
         assert threads.seen == [("GET /items", h.processor._worker.ident)]
     finally:
