@@ -72,12 +72,13 @@ def main() -> int:
         try:
             deadline = time.monotonic() + 30
             while True:
-                log.seek(0)
-                if "listening for" in log.read():
+                # Read by path: a seek on ``log``, whose offset the child's stderr shares,
+                # would let the child's next line overwrite the log from its start.
+                started = (Path(where) / "stderr").read_text(encoding="utf-8")
+                if "listening for" in started:
                     break
                 if process.poll() is not None or time.monotonic() > deadline:
-                    log.seek(0)
-                    print("serve did not start:", log.read(), file=sys.stderr)
+                    print("serve did not start:", started, file=sys.stderr)
                     return 2
                 time.sleep(0.05)
             writer = threading.Thread(target=write, daemon=True)
