@@ -167,11 +167,8 @@ def on_start(span: Any, parent_context: Context | None = None) -> None:
                     guard_start(span, attrs, ctx, parent, state)
             except Exception:
                 report("guard")
-        if forward_start is not None:
-            try:
-                forward_start(span, parent_context=parent_context)
-            except Exception:
-                report("downstream.on_start")
+        if forward_start is not None:   # its failures contained (hooks._forwarders)
+            forward_start(span, parent_context)
 
 
 def on_end(span: Any) -> None:

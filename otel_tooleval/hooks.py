@@ -181,10 +181,7 @@ def forwarding_hooks(downstream: Any, report: Callable[[str], None]) -> SpanHook
 
     def on_start(span: Any, parent_context: Context | None = None) -> None:
         if forward_start is not None:
-            try:
-                forward_start(span, parent_context=parent_context)
-            except Exception:
-                report("downstream.on_start")
+            forward_start(span, parent_context)   # contained (_forwarders)
 
     def on_end(span: Any) -> None:
         if downstream is not None:
@@ -211,9 +208,18 @@ def _end_forwarder(downstream: Any) -> Callable[[Any], Any]:
 
 def _forwarders(downstream: Any, report: Callable[[str], None]
                 ) -> tuple[StartHook | None, Callable[[Any], object]]:
-    """The downstream's ``on_start`` (None when there is nothing to call) and our ``_on_ending``
-    hook (forwarding to the downstream's, or doing nothing)."""
-    forward_start, forward_ending = start_and_ending_hooks(downstream)
+    """The downstream's ``on_start``, its failures contained and reported (None when there is
+    nothing to call), and our ``_on_ending`` hook (forwarding to the downstream's, or doing
+    nothing)."""
+    bound_start, forward_ending = start_and_ending_hooks(downstream)
+    forward_start: StartHook | None = None
+    if bound_start is not None:
+        def forward_start(span: Any, parent_context: Context | None = None) -> None:
+            try:
+                bound_start(span, parent_context=parent_context)
+            except Exception:
+                report("downstream.on_start")
+
     if forward_ending is None:
         return forward_start, _ignore
 
