@@ -52,6 +52,7 @@ traces: dict[int, TraceState]
 traces_get: Callable[[int], TraceState | None]
 buffers: TraceBuffers
 live: dict[int, Any]
+live_pop: Callable[[int, None], Any]
 promote: Callable[[Any, int], TraceState | None]
 adopt_started: Callable[[int, int], None]
 start_root: Callable[[Any, int, int, Any, TraceState | None], Any]
@@ -140,6 +141,8 @@ def on_start(span: Any, parent_context: Context | None = None) -> None:
                 live[ctx[1]] = span
                 if tid in traces:   # promoted meanwhile, elsewhere
                     adopt_started(tid, ctx[1])
+                elif forward_start is None:   # no more to do: the guard checks no such
+                    return                    # span (``no_call``, true of it here)
             else:
                 promote(span, tid)
                 parent, state = span._parent, None   # for the guard: it looks it up
@@ -178,49 +181,43 @@ def on_end(span: Any) -> None:
     # loop the hooks cost what the bytecodes they execute cost).
     try:
         ctx = span._context
-        tid = ctx[0]
-        if tid in traces:
-            state = traces_get(tid)
-        else:
-            try:
-                del live[ctx[1]]
-            except KeyError:   # never stored as plain (without ``plain``, none is), or
-                state = traces_get(tid)   # adopted by a promotion meanwhile: as tracked
-            else:   # a span of a plain trace
-                parent = span._parent
-                if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
-                    if parent is not None and not parent[2]:
-                        try:   # the usual one: of no kind, not a local root
-                            if ctx[3] & 1 or every:   # sampled, or not ours to decide
-                                forward(span)
-                        except Exception:
-                            report("downstream.on_end")
-                        return
-                    # A framework span by its scope (by its attributes it is not: the keys
-                    # that mark one, FRAME_KEYS, are among the kind keys just ruled out;
-                    # test_plain_traffic.py checks that they stay so).
-                    if not root_auto or (scope := span._instrumentation_scope) is None \
-                            or not scope._name.startswith(framework_scopes):
-                        # A local root that is no run: forwarded, or queued behind what the
-                        # grading thread holds (forwarded in order there: what it holds is
-                        # in its ``_queue`` or ``_current``, read in that order, as ``_pop``
-                        # sets them), or when the plain spans left open call for their
-                        # sweep: the processor's ``_hand_over_plain``, called only then (a
-                        # call per plain trace saved). Its own forward: one shared with the
-                        # branch above costs every span a second parent test (5 bytecodes
-                        # per span on web traffic, measured).
-                        if (holder._queue or holder._current is not None
-                                or len(live) > swept_past) and hand_over_plain(span):
-                            return
-                        try:
-                            if ctx[3] & 1 or every:   # sampled, or not ours to decide
-                                forward(span)
-                        except Exception:
-                            report("downstream.on_end")
-                        return
-                state = plain_end(span, tid, parent)
-                if state is DONE:
+        if live_pop(ctx[1], None) is not None:   # a span of a plain trace (stored as it started)
+            parent = span._parent
+            if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
+                if parent is not None and not parent[2]:
+                    try:   # the usual one: of no kind, not a local root
+                        if ctx[3] & 1 or every:   # sampled, or not ours to decide
+                            forward(span)
+                    except Exception:
+                        report("downstream.on_end")
                     return
+                # A framework span by its scope (by its attributes it is not: the keys
+                # that mark one, FRAME_KEYS, are among the kind keys just ruled out;
+                # test_plain_traffic.py checks that they stay so).
+                if not root_auto or (scope := span._instrumentation_scope) is None \
+                        or not scope._name.startswith(framework_scopes):
+                    # A local root that is no run: forwarded, or queued behind what the
+                    # grading thread holds (forwarded in order there: what it holds is
+                    # in its ``_queue`` or ``_current``, read in that order, as ``_pop``
+                    # sets them), or when the plain spans left open call for their
+                    # sweep: the processor's ``_hand_over_plain``, called only then (a
+                    # call per plain trace saved). Its own forward: one shared with the
+                    # branch above costs every span a second parent test (5 bytecodes
+                    # per span on web traffic, measured).
+                    if (holder._queue or holder._current is not None
+                            or len(live) > swept_past) and hand_over_plain(span):
+                        return
+                    try:
+                        if ctx[3] & 1 or every:   # sampled, or not ours to decide
+                            forward(span)
+                    except Exception:
+                        report("downstream.on_end")
+                    return
+            state = plain_end(span, ctx[0], parent)
+            if state is DONE:
+                return
+        else:   # tracked, or never stored as plain (without ``plain``, none is), or taken
+            state = traces_get(ctx[0])   # by a promotion meanwhile (then open in its state)
     except Exception:
         report("on_end")
         try:

@@ -131,6 +131,7 @@ def span_hooks(buffers: TraceBuffers, downstream: Any,
     # ``conventions:`` mapping), every trace is tracked from its first span.
     plain = buffers.plain and (guard is None or guard.by_keys)
     live = buffers._live
+    live_pop = live.pop
     promote, adopt_started = buffers._promote, buffers._adopt_started
     root_auto = buffers.policy.root == "auto"
     # No key span_kind reads, so no kind (without a mapping or named agents, which read more)

@@ -96,6 +96,31 @@ def test_downstream_with_hooks_gets_every_call_with_its_parent_context() -> None
     provider.shutdown()
 
 
+def test_downstream_with_hooks_gets_every_call_of_a_plain_trace() -> None:
+    """A trace with no agent, model nor tool span (no state: the hooks only remember its open
+    spans) still gives the downstream every call, ``on_start`` with its parent context
+    included (the plain ``on_start`` returns early only when there is no downstream
+    ``on_start`` to call)."""
+    downstream = Recording()
+    processor = ToolEvalSpanProcessor(CONFIG, downstream)
+    provider, tracer = setup(processor)
+    root_context = Context()
+    root = tracer.start_span("GET /items", context=root_context,
+                             attributes={"http.request.method": "GET"})
+    child_context = trace.set_span_in_context(root)
+    child = tracer.start_span("SELECT items", context=child_context,
+                              attributes={"db.system.name": "postgresql"})
+    assert processor._buffers._traces == {}   # plain: no state
+    child.end()
+    root.end()
+    assert processor.force_flush(10_000)
+    assert downstream.started == [(root, root_context), (child, child_context)]
+    assert downstream.ending == [child, root]
+    assert [s.name for s in downstream.ended] == ["SELECT items", "GET /items"]
+    assert processor._buffers._live == {} and processor._buffers._traces == {}
+    provider.shutdown()
+
+
 def test_downstream_overriding_only_on_ending_gets_it_for_every_span() -> None:
     downstream = EndingOnly()
     processor = ToolEvalSpanProcessor(CONFIG, downstream)
