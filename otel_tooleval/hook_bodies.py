@@ -131,22 +131,24 @@ def plain_end(span: Any, tid: int, parent: Any) -> Any:
 def on_start(span: Any, parent_context: Context | None = None) -> None:
     try:
         ctx = span._context   # ctx[0], ctx[1]: trace id, span id
-        tid = ctx[0]
-        if tid not in traces and plain:   # a plain trace so far: one dict store
+        # A plain trace so far (one store, by span id; with no trace tracked, as on plain
+        # traffic between runs, no trace id is read: an empty dict is false).
+        if (not traces or ctx[0] not in traces) and plain:
             # Marked by its attributes as it starts (or a call the guard checks now):
             # tracked from now on (a span marked by its name only, or later, is promoted
             # as it ends: TraceBuffers._promote).
             if unmarked(span._attributes._dict) or (
                     _plain(span, False) and no_call(span._attributes._dict)):
                 live[ctx[1]] = span
-                if tid in traces:   # promoted meanwhile, elsewhere
-                    adopt_started(tid, ctx[1])
+                if traces and ctx[0] in traces:   # promoted meanwhile, elsewhere
+                    adopt_started(ctx[0], ctx[1])
                 elif forward_start is None:   # no more to do: the guard checks no such
                     return                    # span (``no_call``, true of it here)
             else:
-                promote(span, tid)
+                promote(span, ctx[0])
                 parent, state = span._parent, None   # for the guard: it looks it up
         else:
+            tid = ctx[0]
             state = traces_get(tid)
             if (parent := span._parent) is None or state is None or parent[2] \
                     or state.closed:   # [2]: is_remote

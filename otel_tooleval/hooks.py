@@ -31,6 +31,11 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   bytecode (docs/performance-log.md, "Why the hooks cost 4x ..."): what they read and test is
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
   ``conventions:`` mapping, named agents) sits behind one test each.
+- A span of a plain trace is remembered in ``live`` by span id as it starts, and told as it
+  ends by taking it out (one ``dict.pop``), before any trace is looked up; as it starts, the
+  trace id is read only when some trace is tracked (``traces`` not empty). The plain
+  ``on_start`` returns as soon as it has stored the span unless a downstream ``on_start`` is
+  to be called (the guard checks no span it stores: ``no_call`` is true of it).
 - A plain trace's local root is forwarded inline unless the grading thread holds something
   (``holder``'s queue or current item) or more than ``LIVE_SWEPT_PAST`` plain spans are open
   (a sweep is due); only then is ``hand_over_plain`` called. With a grading process, every

@@ -46,6 +46,7 @@ def test_each_processor_binds_every_name_its_hooks_read(config: dict[str, Any]) 
         assert on_end.__code__.co_freevars == () and on_start.__code__.co_freevars == ()
         buffers = h.processor._buffers
         assert env["traces"] is buffers._traces and env["live"] is buffers._live
+        assert env["live_pop"].__self__ is buffers._live   # the plain end's one pop
         assert env["on_end"] is on_end and env["holder"] is h.processor
     finally:
         other.close()

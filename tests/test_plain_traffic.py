@@ -143,6 +143,39 @@ def test_an_agent_root_is_tracked_from_its_start() -> None:
         h.close()
 
 
+def test_a_plain_trace_stays_plain_while_a_run_is_tracked_and_a_run_after_plain_traffic() -> None:
+    """The hooks read a span's trace id only when some trace is tracked (an empty ``_traces``
+    answers for every trace): a plain request in the middle of a tracked run gets no state of
+    its own, and a run that starts after plain traffic (nothing tracked) is tracked."""
+    h = Harness(CONFIG)
+    try:
+        buffers = h.processor._buffers
+        _web_request(h)
+        assert buffers._traces == {} and buffers._live == {}
+        root = h.tracer.start_span("invoke_agent a", attributes={**AGENT,
+                                                                 "gen_ai.agent.name": "a"})
+        run_id = root.get_span_context().trace_id
+        assert list(buffers._traces) == [run_id]
+        web = h.tracer.start_span("GET /items", attributes=HTTP)
+        query = _child(h, "SELECT items", web, **{"db.system.name": "postgresql"})
+        assert list(buffers._traces) == [run_id]
+        assert set(buffers._live) == {web.get_span_context().span_id,
+                                      query.get_span_context().span_id}
+        query.end()
+        web.end()
+        assert [s.name for s in h.finished()][-2:] == ["SELECT items", "GET /items"]
+        tool = _child(h, "execute_tool delete", root, **{"gen_ai.tool.name": "delete"})
+        assert tool.get_span_context().span_id in buffers._traces[run_id].open
+        tool.end()
+        root.end()
+        assert h.flush()
+        (report,) = h.reports
+        assert [c.name for c in report.run.calls] == ["delete"] and not report.passed
+        assert buffers._live == {}
+    finally:
+        h.close()
+
+
 def test_plain_spans_that_never_end_are_forgotten_at_the_ttl() -> None:
     h = Harness({**CONFIG, "limits": {"run_ttl_seconds": 1}})
     try:
