@@ -35,7 +35,8 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   ends by taking it out (one ``dict.pop``), before any trace is looked up; as it starts, the
   trace id is read only when some trace is tracked (``traces`` not empty). The plain
   ``on_start`` returns as soon as it has stored the span unless a downstream ``on_start`` is
-  to be called (the guard checks no span it stores: ``no_call`` is true of it).
+  to be called (the guard checks no span it stores: ``no_call`` is true of it). Measured
+  (docs/performance-log.md, "Eighth round").
 - A plain trace's local root is forwarded inline unless the grading thread holds something
   (``holder``'s queue or current item) or more than ``LIVE_SWEPT_PAST`` plain spans are open
   (a sweep is due); only then is ``hand_over_plain`` called. With a grading process, every
