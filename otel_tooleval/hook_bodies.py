@@ -183,7 +183,12 @@ def on_end(span: Any) -> None:
     # loop the hooks cost what the bytecodes they execute cost).
     try:
         ctx = span._context
-        if live_pop(ctx[1], None) is not None:   # a span of a plain trace (stored as it started)
+        # A span of a plain trace, stored as it started: what ``live`` holds under its span id,
+        # unless that is another trace's (span ids are unique within a trace only: while some
+        # trace is tracked, the one stored must be this span, by its context, which the SDK's
+        # copy for ``on_end`` shares, or else by its trace id).
+        if (stored := live_pop(ctx[1], None)) is not None and (
+                not traces or stored._context is ctx or stored._context[0] == ctx[0]):
             parent = span._parent
             if unmarked(span._attributes._dict) and not span._name.startswith(agent_prefixes):
                 if parent is not None and not parent[2]:
@@ -219,7 +224,10 @@ def on_end(span: Any) -> None:
             if state is DONE:
                 return
         else:   # tracked, or never stored as plain (without ``plain``, none is), or taken
-            state = traces_get(ctx[0])   # by a promotion meanwhile (then open in its state)
+            # by a promotion meanwhile (then open in its state)
+            if stored is not None:   # another trace's open plain span: put back
+                live[ctx[1]] = stored
+            state = traces_get(ctx[0])
     except Exception:
         report("on_end")
         try:
