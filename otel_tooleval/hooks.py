@@ -32,7 +32,8 @@ The SDK calls ``on_start``, ``_on_ending`` and ``on_end`` inside the application
   ordered for the usual span, and the optional work (a guard, a downstream ``on_start``, a
   ``conventions:`` mapping, named agents) sits behind one test each.
 - A span of a plain trace is remembered in ``live`` by span id as it starts, and told as it
-  ends by taking it out (one ``dict.pop``), before any trace is looked up; as it starts, the
+  ends by taking it out (one ``dict.pop``; while some trace is tracked, checked to be the same
+  span: span ids are unique within a trace only), before any trace is looked up; as it starts, the
   trace id is read only when some trace is tracked (``traces`` not empty). The plain
   ``on_start`` returns as soon as it has stored the span unless a downstream ``on_start`` is
   to be called (the guard checks no span it stores: ``no_call`` is true of it). Measured
